@@ -1,0 +1,1 @@
+"""Pure domain values: units, dtypes, model architectures, jobs, plans, GPU types, errors."""

@@ -1,0 +1,112 @@
+"""Bundled catalogs (GPU types, model configs) and the one function that canonicalises names."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from frenzy.core.errors import UnknownNameError
+from frenzy.core.gpu import GpuType
+
+_HERE = resources.files(__name__)
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def canonical_name(kind: str, name: str, table: dict[str, str]) -> str:
+    """Map a user-typed name to its canonical name using `table` (normalised alias -> canonical).
+
+    Raises UnknownNameError with the closest canonical names when nothing matches.
+    """
+    canonical = table.get(_key(name))
+    if canonical is not None:
+        return canonical
+    close = difflib.get_close_matches(_key(name), list(table), n=8, cutoff=0.5)
+    suggestions = list(dict.fromkeys(table[c] for c in close))[:4]
+    raise UnknownNameError(kind, name, suggestions)
+
+
+# ---- GPU types ---------------------------------------------------------------------------
+
+
+@cache
+def gpu_types() -> dict[str, GpuType]:
+    rows = yaml.safe_load((_HERE / "gpus.yaml").read_text())["gpus"]
+    types = {}
+    for row in rows:
+        row = dict(row)
+        row["aliases"] = tuple(str(a) for a in row.get("aliases", ()))
+        row["memory_bytes"] = int(row["memory_bytes"])
+        row["peak_flops"] = {k: float(v) for k, v in row["peak_flops"].items()}
+        types[row["name"]] = GpuType(**row)
+    return types
+
+
+@cache
+def _gpu_aliases() -> dict[str, str]:
+    table = {}
+    for gpu in gpu_types().values():
+        for alias in (gpu.name, *gpu.aliases):
+            table[_key(alias)] = gpu.name
+    return table
+
+
+def gpu_type(name: str) -> GpuType:
+    return gpu_types()[canonical_name("GPU type", name, _gpu_aliases())]
+
+
+# ---- model configs -----------------------------------------------------------------------
+
+
+def _model_file_name(repo_id: str) -> str:
+    return repo_id.replace("/", "--") + ".json"
+
+
+@cache
+def _model_files() -> dict[str, Path]:
+    """Canonical repo id -> bundled config.json path."""
+    files = {}
+    for entry in (_HERE / "models").iterdir():
+        if entry.name.endswith(".json"):
+            files[entry.name[: -len(".json")].replace("--", "/")] = Path(str(entry))
+    return files
+
+
+def _short_aliases(repo_id: str) -> set[str]:
+    """`meta-llama/Llama-2-7b-hf` answers to `llama-2-7b-hf` and `llama-2-7b`."""
+    short = repo_id.split("/", 1)[-1]
+    aliases = {repo_id, short}
+    for suffix in ("-hf", "-v0.1"):
+        if short.lower().endswith(suffix):
+            aliases.add(short[: -len(suffix)])
+    return aliases
+
+
+@cache
+def _model_aliases() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for repo_id in sorted(_model_files()):
+        for alias in _short_aliases(repo_id):
+            table.setdefault(_key(alias), repo_id)
+    return table
+
+
+def model_names() -> list[str]:
+    return sorted(_model_files())
+
+
+def canonical_model_name(name: str) -> str:
+    return canonical_name("model", name, _model_aliases())
+
+
+def model_config(name: str) -> dict:
+    """The bundled HF config.json of a catalog model, by repo id or short alias."""
+    repo_id = canonical_model_name(name)
+    return json.loads(_model_files()[repo_id].read_text())

@@ -1,0 +1,36 @@
+"""GPU types: one immutable record per type, loaded from catalog/gpus.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuType:
+    name: str
+    memory_bytes: int
+    peak_flops: dict[str, float] = field(hash=False, compare=False)
+    hbm_bandwidth_bytes_s: float
+    intra_node_link: str
+    intra_node_bandwidth_bytes_s: float
+    gpus_per_node: int
+    supports_bf16: bool
+    price_per_gpu_hour_usd: float
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    def __post_init__(self):
+        if self.memory_bytes <= 0:
+            raise ValueError(f"{self.name}: memory_bytes must be positive")
+        if self.gpus_per_node < 1:
+            raise ValueError(f"{self.name}: gpus_per_node must be >= 1")
+        missing = {"bf16", "fp16", "tf32", "fp32"} - set(self.peak_flops)
+        if missing:
+            raise ValueError(f"{self.name}: peak_flops lacks {sorted(missing)}")
+
+    def peak_flops_for(self, key: str) -> float:
+        """Dense peak FLOP/s for a compute format; falls back to fp16 where bf16/tf32 is absent."""
+        value = self.peak_flops.get(key, 0.0)
+        if value:
+            return value
+        return self.peak_flops["fp16"] if key == "bf16" else self.peak_flops["fp32"]

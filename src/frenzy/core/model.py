@@ -1,0 +1,169 @@
+"""Model architectures normalised from Hugging Face configs into what memory and FLOPs depend on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Norm(Enum):
+    RMS = "rmsnorm"
+    LAYER = "layernorm"
+
+
+class Positions(Enum):
+    ROPE = "rope"
+    LEARNED = "learned"
+    ALIBI = "alibi"
+
+
+class TpSplit(Enum):
+    COLUMN = "column"  # output features sharded (q, k, v, gate, up)
+    ROW = "row"  # input features sharded (o, down); bias replicated
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Linear:
+    """One projection of a decoder layer. `targets` are the LoRA names it answers to
+    (a fused qkv projection answers to q, k and v)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    bias: bool
+    split: TpSplit
+    targets: frozenset[str]
+    per_expert: bool = False  # an MoE expert projection: one copy per expert
+
+    def __post_init__(self):
+        if self.in_features < 1 or self.out_features < 1:
+            raise ValueError(f"linear {self.name}: features must be positive")
+
+    @property
+    def weight_params(self) -> int:
+        return self.in_features * self.out_features
+
+    @property
+    def params(self) -> int:
+        return self.weight_params + (self.out_features if self.bias else 0)
+
+    def sharded_params(self, tp: int) -> int:
+        """Parameters of this projection on one tensor-parallel rank."""
+        bias = 0
+        if self.bias:
+            bias = self.out_features // tp if self.split is TpSplit.COLUMN else self.out_features
+        return self.weight_params // tp + bias
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelArch:
+    """A decoder-only transformer, as far as memory and FLOPs are concerned."""
+
+    name: str
+    family: str  # HF model_type
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # width of one MLP projection (per expert for MoE)
+    max_position_embeddings: int
+    linears: tuple[Linear, ...]  # one decoder layer's projections
+    norm: Norm = Norm.RMS
+    norm_bias: bool = False
+    norms_per_layer: int = 2
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    mlp_gated: bool = True  # SwiGLU/GeGLU (3 matrices) vs plain GELU MLP (2)
+    activation: str = "silu"
+    parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Phi, Falcon)
+    positions: Positions = Positions.ROPE
+    learned_position_rows: int = 0
+    rotary_dim: int = 0  # rotated dims per head (partial rotary for NeoX/Phi/StableLM)
+    tie_word_embeddings: bool = False
+    lm_head_bias: bool = False
+    embedding_norm: bool = False  # BLOOM's word_embeddings_layernorm
+    final_norm: bool = True
+    embed_proj_dim: int = 0  # OPT-350m projects 512-wide embeddings to the hidden size
+    num_experts: int = 0  # 0 = dense
+    experts_per_token: int = 0
+    shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    logit_softcap: float = 0.0
+
+    def __post_init__(self):
+        for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
+            if getattr(self, field_name) < 1:
+                raise ValueError(f"{self.name}: {field_name} must be positive")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"{self.name}: num_heads {self.num_heads} not a multiple of kv heads {self.num_kv_heads}")
+        if self.num_experts and not 0 < self.experts_per_token <= self.num_experts:
+            raise ValueError(f"{self.name}: experts_per_token must be in 1..num_experts")
+
+    # ---- parameter counts --------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def _copies(self, linear: Linear) -> int:
+        return self.num_experts if linear.per_expert else 1
+
+    @property
+    def norm_params(self) -> int:
+        return self.hidden_size * (2 if self.norm_bias else 1)
+
+    def layer_extra_params(self) -> int:
+        """Per-layer parameters outside the projections: norms, router, shared-expert gate."""
+        extra = self.norms_per_layer * self.norm_params
+        if self.qk_norm:
+            extra += 2 * self.head_dim
+        if self.is_moe:
+            extra += self.hidden_size * self.num_experts  # router
+            if self.shared_expert_size:
+                extra += self.hidden_size  # sigmoid gate of the shared expert
+        return extra
+
+    def layer_params(self) -> int:
+        return sum(lin.params * self._copies(lin) for lin in self.linears) + self.layer_extra_params()
+
+    def embedding_params(self) -> int:
+        width = self.embed_proj_dim or self.hidden_size
+        params = self.vocab_size * width + self.learned_position_rows * self.hidden_size
+        if self.embed_proj_dim:
+            params += 2 * self.embed_proj_dim * self.hidden_size  # project_in and project_out
+        if self.embedding_norm:
+            params += self.norm_params
+        return params
+
+    def head_params(self) -> int:
+        """Final norm and the LM head (zero extra weight when tied to the embedding)."""
+        params = self.norm_params if self.final_norm else 0
+        if not self.tie_word_embeddings:
+            params += self.vocab_size * (self.embed_proj_dim or self.hidden_size)
+        if self.lm_head_bias:
+            params += self.vocab_size
+        return params
+
+    @property
+    def num_params(self) -> int:
+        return self.embedding_params() + self.num_layers * self.layer_params() + self.head_params()
+
+    @property
+    def active_params_per_token(self) -> int:
+        """Parameters a token passes through (MoE: only its top-k experts); for FLOPs."""
+        if not self.is_moe:
+            return self.num_params
+        inactive = sum(
+            lin.params * (self.num_experts - self.experts_per_token) for lin in self.linears if lin.per_expert
+        )
+        return self.num_params - self.num_layers * inactive
+
+    def summary(self) -> str:
+        kind = f"MoE {self.num_experts}x top-{self.experts_per_token}" if self.is_moe else "dense"
+        return (
+            f"{self.name} ({self.family}, {self.num_params / 1e9:.2f}B params, {kind}, "
+            f"{self.num_layers} layers, hidden {self.hidden_size}, {self.num_heads} heads / "
+            f"{self.num_kv_heads} kv, vocab {self.vocab_size})"
+        )

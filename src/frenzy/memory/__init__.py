@@ -1,0 +1,1 @@
+"""MARP, the memory-aware resource predictor: per-GPU peak memory of a job under a plan."""

@@ -1,0 +1,210 @@
+"""Activation memory: the tensors one decoder layer saves for backward, per token.
+
+The inventory follows what PyTorch autograd keeps for Hugging Face decoder layers (the tensors an
+op saves to compute its gradients), not a fitted constant. Korthikanti et al. 2022 ("Reducing
+Activation Recomputation in Large Transformer Models", Table 2) give the closed form for a
+Megatron GPT layer, sbh(34 + 5as/h) bytes in 16-bit with dropout; `korthikanti_bytes_per_layer`
+states it for comparison. HF layers differ from Megatron's in ways that matter:
+  * RMSNorm upcasts its input to fp32 and keeps it (4 B/elt) besides the normalised output;
+  * under autocast (*-mixed) the residual stream is fp32 (embeddings are fp32 parameters, and
+    fp32 + bf16 promotes), so norm inputs are 4 B/elt and every matmul re-casts its input to bf16
+    (one copy per projection that saves its input);
+  * SwiGLU keeps gate, act(gate), up and their product (4 x intermediate);
+  * GPT-2's `gelu_new` is composed from Python ops that each save an input;
+  * flash / SDPA attention keeps q, k, v, the output and a per-head logsumexp, never s x s;
+    eager attention keeps fp32 probabilities and their 16-bit copy, b x heads x s x s;
+  * frozen projections (LoRA) do not save their input: grad_input needs only the weight.
+Everything here is bytes per token of one micro-batch on one tensor-parallel rank.
+"""
+
+from __future__ import annotations
+
+from frenzy.core.model import ModelArch, Norm
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
+
+# Activations composed of Python-level ops save more intermediates (transformers.activations).
+# Count of I-wide tensors each MLP activation saves, beside its input.
+_EXTRA_SAVED_BY_ACTIVATION = {"gelu_new": 3, "gelu_fast": 3, "quick_gelu": 1}
+
+
+def compute_bytes(precision: Precision) -> int:
+    return precision.compute_bytes
+
+
+def residual_bytes(precision: Precision) -> int:
+    """Residual-stream element size: fp32 under autocast and in fp32, bf16 when training pure bf16."""
+    return 2 if precision is Precision.BF16 else 4
+
+
+def korthikanti_bytes_per_layer(seq: int, batch: int, hidden: int, heads: int, tp: int = 1,
+                                sequence_parallel: bool = False, selective: bool = False) -> int:
+    """Korthikanti et al. 2022, Table 2: bytes of activations per transformer layer (16-bit, with
+    dropout, Megatron GPT). No parallelism: sbh(34 + 5as/h); tensor parallel: sbh(10 + 24/t + 5as/(ht));
+    + sequence parallel: sbh/t (34 + 5as/h); selective recomputation drops the 5as/h term."""
+    sbh = seq * batch * hidden
+    attn = 0 if selective else 5 * heads * seq / hidden
+    if sequence_parallel:
+        return int(sbh / tp * (34 + attn))
+    if tp > 1:
+        return int(sbh * (10 + 24 / tp + attn / tp))
+    return int(sbh * (34 + attn))
+
+
+def _trains(training: TrainingConfig, names: set[str]) -> bool:
+    """Whether any projection answering to `names` updates a weight (full) or carries an adapter."""
+    return training.method is Method.FULL or bool(training.trainable_targets & names)
+
+
+def _input_saves(arch: ModelArch, training: TrainingConfig, names: set[str], width: int) -> int:
+    """Bytes per token that projections reading one tensor of `width` keep of it.
+
+    Pure precisions share the one tensor. Under autocast each matmul casts its fp32 input to bf16
+    afresh, and each copy is saved; a LoRA adapter's A matrix reads (and saves) the input too.
+    """
+    readers = [lin for lin in arch.linears if lin.targets & names and not lin.per_expert]
+    trainable = [lin for lin in readers if _trains(training, set(lin.targets))]
+    if not trainable:
+        return 0
+    if not training.precision.is_mixed:
+        return compute_bytes(training.precision) * width
+    return 2 * width * len(trainable)
+
+
+def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
+    """One norm, bytes per token. RMSNorm (HF): the fp32 input (4h) and, when its weight trains, the
+    normalised tensor it multiplies (fp32 under autocast, else the compute dtype). LayerNorm
+    (`native_layer_norm`): its input plus per-token mean and rstd."""
+    h, p = arch.hidden_size, training.precision
+    if arch.norm is Norm.LAYER:
+        return residual_bytes(p) * h + 8
+    trainable_weight = training.method is Method.FULL
+    return 4 * h + (residual_bytes(p) * h if trainable_weight else 0) + 4
+
+
+def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
+    """Attention block of one layer, bytes per token on one tensor-parallel rank."""
+    c = compute_bytes(training.precision)
+    tp = plan.tp
+    heads = arch.num_heads // tp
+    q_dim = heads * arch.head_dim
+    kv_dim = max(arch.num_kv_heads // tp, 1) * arch.head_dim
+    fused = any(lin.name == "qkv" for lin in arch.linears)
+    items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
+    if arch.qk_norm:  # Qwen3: per-head RMSNorm on q and k keeps fp32 inputs and normalised outputs
+        items["qk_norm"] = (4 + c) * (q_dim + kv_dim)
+    # SDPA keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
+    items["qkv"] = c * (q_dim + 2 * kv_dim)
+    if fused and arch.rotary_dim:
+        items["qkv"] += c * (q_dim + kv_dim)
+    items["attn_out"] = c * q_dim + 4 * heads  # output + fp32 logsumexp per head
+    if training.attention.materialises_scores and plan.recompute < Recompute.SELECTIVE:
+        # fp32 softmax output + its 16-bit copy that multiplies v (one tensor in fp32); with dropout a
+        # bool mask and the dropped copy. Eager also expands GQA k, v to all heads (repeat_kv).
+        probs = (4 + (c if c != 4 else 0)) * heads * seq
+        if arch.attention_dropout > 0:
+            probs += (1 + c) * heads * seq
+        items["scores"] = probs
+        items["qkv"] += 2 * c * (q_dim - kv_dim)
+    items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
+    if arch.hidden_dropout > 0:
+        items["attn_dropout_mask"] = arch.hidden_size
+    return items
+
+
+def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
+    c = compute_bytes(training.precision)
+    inter = arch.intermediate_size // plan.tp
+    names = {"gate", "up"}
+    items = {"mlp_input": _input_saves(arch, training, names, arch.hidden_size)}
+    extra = _EXTRA_SAVED_BY_ACTIVATION.get(arch.activation, 0)
+    if arch.mlp_gated:
+        # act(gate) saves gate; the product saves act(gate) and up; down saves the product
+        body = 3 * c * inter + (c * inter if _trains(training, {"down"}) else 0)
+    elif arch.activation == "relu":
+        body = c * inter  # relu saves its output, which is also fc2's input
+    else:
+        body = c * inter + (c * inter if _trains(training, {"down"}) else 0)
+    body += extra * c * inter
+    if arch.is_moe:
+        # Each token passes through its top-k experts: their inputs (gathered copies) and bodies,
+        # plus fp32 router logits and softmax (E per token) and the routing weights.
+        k = arch.experts_per_token
+        items["mlp_input"] = k * c * arch.hidden_size + 4 * 2 * arch.num_experts
+        body *= k
+        if arch.shared_expert_size:
+            body += 4 * c * arch.shared_expert_size // plan.tp + c * arch.hidden_size
+    items["mlp_body"] = body
+    if arch.hidden_dropout > 0:
+        items["mlp_dropout_mask"] = arch.hidden_size
+    return items
+
+
+def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
+    """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
+    items = {"norms": arch.norms_per_layer * norm_saved(arch, training)}
+    items.update(attention_saved(arch, training, plan, seq))
+    items.update(mlp_saved(arch, training, plan))
+    if plan.sequence_parallel:
+        # Megatron sequence parallelism shards the norm/dropout region along the sequence.
+        for key in ("norms", "attn_dropout_mask", "mlp_dropout_mask", "qkv_input", "mlp_input"):
+            if key in items:
+                items[key] //= plan.tp
+    return items
+
+
+def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    return sum(layer_inventory(arch, training, plan, seq).values())
+
+
+def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Full recomputation keeps each layer's input (residual stream) and nothing else."""
+    width = arch.hidden_size // (plan.tp if plan.sequence_parallel else 1)
+    return residual_bytes(training.precision) * width
+
+
+def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    """What each layer keeps between its forward and backward under the plan's recomputation."""
+    if plan.recompute is Recompute.FULL:
+        return checkpoint_bytes_per_token(arch, training, plan)
+    return layer_bytes_per_token(arch, training, plan, seq)
+
+
+def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Gradients flowing through one layer's backward at its widest point: the incoming and outgoing
+    residual-stream gradients plus the MLP's intermediate gradients (gate/up/product, 16-bit)."""
+    c = compute_bytes(training.precision)
+    r = residual_bytes(training.precision)
+    inter = arch.intermediate_size // plan.tp * (arch.experts_per_token or 1)
+    return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
+
+
+def embedding_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
+    """Token ids and labels (int64, with the shifted copy) and the embedding output where it is
+    kept (learned positions add a sum; dropout a mask)."""
+    ids = 8 * 3
+    if arch.hidden_dropout > 0:
+        ids += arch.hidden_size
+    return ids
+
+
+def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> tuple[int, int, int]:
+    """(forward peak, kept after forward, backward peak) of the LM head output and the loss.
+
+    HF's ForCausalLMLoss upcasts logits to fp32 and runs cross_entropy = log_softmax + nll_loss:
+    forward holds the 16-bit logits, the fp32 copy and the fp32 log-probs (2 + 4 + 4 B per vocab
+    entry; 4 + 4 in fp32); only the log-probs survive the forward (the training loop drops the
+    model output before backward). Backward holds the log-probs, their gradient and the fp32 logits
+    gradient at once (12 B), then the 16-bit gradient. A final logit soft-cap (Gemma 2) adds a tanh
+    output and its input in fp32."""
+    vocab = arch.vocab_size // plan.tp
+    c = compute_bytes(training.precision)
+    lm_input = 0 if training.method is not Method.FULL else c * arch.hidden_size
+    forward = (c if c == 2 else 0) * vocab + 8 * vocab
+    kept = 4 * vocab + lm_input
+    backward = 12 * vocab + lm_input
+    if arch.logit_softcap:
+        forward += 8 * vocab
+        kept += 8 * vocab
+        backward += 8 * vocab
+    return forward + lm_input, kept, backward

@@ -1,0 +1,162 @@
+"""Model states on one GPU: weights, gradients, optimizer state and the buffers around them.
+
+Every function returns bytes for one rank of a plan, for the layers that rank's pipeline stage holds.
+The sharding rules follow ZeRO (Rajbhandari et al., SC'20, Fig. 1): stage 1 shards optimizer state,
+stage 2 also gradients, stage 3 also parameters, each divided by the data-parallel degree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from frenzy.core.model import Linear, ModelArch
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Method, Optimizer, Precision, TrainingConfig, ZeroStage
+
+# bitsandbytes quantises optimizer state block-wise: 256-element blocks, one fp32 absmax each;
+# tensors under 4096 elements keep 32-bit state (bnb `min_8bit_size`).
+ADAM8BIT_BLOCK = 256
+# NF4 (QLoRA, Dettmers et al. 2023): 4-bit codes, one absmax per 64-element block, itself quantised
+# to 8 bits with one fp32 constant per 256 blocks (double quantisation): 0.5 + 1/64 + 4/16384 B/param.
+NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageParams:
+    """Parameter counts held by one rank (after tensor and pipeline splitting, before ZeRO)."""
+
+    frozen_linear: int  # frozen base projections (LoRA/QLoRA): what QLoRA quantises
+    frozen_other: int  # frozen embeddings, norms, head
+    trainable: int  # full fine-tuning: everything; LoRA: the adapters only
+    largest_tensor: int  # elements of the largest trainable tensor (per-tensor optimizer temporaries)
+    layers: int
+
+    @property
+    def total(self) -> int:
+        return self.frozen_linear + self.frozen_other + self.trainable
+
+
+def lora_params(linear: Linear, rank: int, tp: int) -> int:
+    """LoRA adds A (r x in) and B (out x r) to a targeted projection (Hu et al. 2021).
+
+    Under tensor parallelism A of a row-parallel layer and B of a column-parallel layer are sharded.
+    """
+    return rank * (linear.in_features + linear.out_features) // tp
+
+
+def layers_on_stage(arch: ModelArch, pp: int, stage: int) -> int:
+    """Even split of decoder layers across pipeline stages; earlier stages take the remainder."""
+    base, extra = divmod(arch.num_layers, pp)
+    return base + (1 if stage < extra else 0)
+
+
+def stage_params(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, stage: int) -> StageParams:
+    tp = plan.tp
+    layers = layers_on_stage(arch, plan.pp, stage)
+    first, last = stage == 0, stage == plan.pp - 1
+    copies = {lin.name: (arch.num_experts if lin.per_expert else 1) for lin in arch.linears}
+    linear = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears) * layers
+    other = arch.layer_extra_params() * layers
+    if first:
+        other += arch.embedding_params() // tp
+    if last:
+        other += arch.head_params() // tp
+        if arch.tie_word_embeddings and plan.pp > 1:
+            other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
+    if training.method is Method.FULL:
+        largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
+                      max(lin.sharded_params(tp) for lin in arch.linears))
+        return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
+                           largest_tensor=largest, layers=layers)
+    targets = training.trainable_targets
+    adapters = [lin for lin in arch.linears if lin.targets & targets]
+    lora = sum(lora_params(lin, training.lora_rank, tp) * copies[lin.name] for lin in adapters) * layers
+    largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
+    return StageParams(frozen_linear=linear, frozen_other=other, trainable=lora, largest_tensor=largest, layers=layers)
+
+
+def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
+    """How many data-parallel ranks share a state that ZeRO stage `stage` shards."""
+    return plan.dp if plan.zero >= stage else 1
+
+
+def weight_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Stored parameters: trainable ones in the precision's storage dtype (fp32 masters for *-mixed),
+    frozen base in bf16/fp32 (LoRA) or NF4 (QLoRA: projections only; embeddings, norms and head
+    stay 16-bit). ZeRO-3 / FSDP full-shard divides everything by dp."""
+    p = training.precision
+    frozen_bytes = 2 if p is not Precision.FP32 else 4
+    if training.method is Method.QLORA:
+        frozen = int(params.frozen_linear * NF4_BYTES_PER_PARAM) + params.frozen_other * frozen_bytes
+    else:
+        frozen = (params.frozen_linear + params.frozen_other) * frozen_bytes
+    total = params.trainable * p.param_bytes + frozen
+    return total // zero_divisor(plan, ZeroStage.PARAMETERS)
+
+
+def gradient_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Gradients have their parameter's dtype (fp32 for *-mixed masters). ZeRO-2/3 keep a 1/dp shard."""
+    return params.trainable * training.precision.param_bytes // zero_divisor(plan, ZeroStage.GRADIENTS)
+
+
+def optimizer_state_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """AdamW keeps exp_avg and exp_avg_sq in the parameter dtype: 8 B/param for fp32 masters (so
+    mixed-precision Adam totals 4 + 4 + 8 = 16 B/param, plus 2 for the 16-bit weight copies: the
+    16-18 B/param of ZeRO's paper), 4 B/param for pure bf16. 8-bit AdamW: two uint8 states plus one
+    fp32 absmax per 256-element block each. SGD with momentum: one buffer."""
+    n = params.trainable
+    state_dtype = training.precision.param_bytes
+    match training.optimizer:
+        case Optimizer.ADAMW | Optimizer.ADAMW_FUSED:
+            total = 2 * n * state_dtype
+        case Optimizer.ADAMW_8BIT:
+            total = 2 * (n + 4 * -(-n // ADAM8BIT_BLOCK))
+        case Optimizer.SGD:
+            total = n * state_dtype
+    return total // zero_divisor(plan, ZeroStage.OPTIMIZER)
+
+
+def optimizer_step_temporary_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Scratch memory inside optimizer.step().
+
+    torch AdamW foreach (the CUDA default) computes `exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs)`
+    for every parameter of a dtype group at once: one state-sized temporary. The fused kernel and
+    bitsandbytes' 8-bit kernel update in place; the per-tensor loop needs one temporary of the
+    largest tensor; foreach SGD updates in place.
+    """
+    shard = zero_divisor(plan, ZeroStage.OPTIMIZER)
+    match training.optimizer:
+        case Optimizer.ADAMW:
+            return params.trainable * training.precision.param_bytes // shard
+        case _:
+            return 0
+
+
+def autocast_weight_copy_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """Under autocast (*-mixed), each fp32 weight used by a matmul gets a 16-bit copy that the
+    autograd graph keeps for the backward matmul: 2 B per projection/head parameter, alive from its
+    forward use to its backward. (Trainable weights' casts are cached per forward; frozen ones are
+    re-cast per use, same total.) Not present with ZeRO-3, whose unsharded buffers are already 16-bit."""
+    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS:
+        return 0
+    matmul_params = params.frozen_linear + params.trainable if training.method is Method.FULL else params.frozen_linear
+    return 2 * matmul_params
+
+
+def fsdp_unsharded_bytes(arch: ModelArch, params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """ZeRO-3 / FSDP full-shard all-gathers one layer at a time and prefetches the next: two layers'
+    unsharded parameters in the compute dtype (FSDP2 MixedPrecisionPolicy(param_dtype=bf16))."""
+    if plan.zero < ZeroStage.PARAMETERS or params.layers == 0:
+        return 0
+    per_layer = (params.total - arch.embedding_params() // plan.tp) // max(params.layers, 1)
+    return 2 * per_layer * training.precision.compute_bytes
+
+
+def ddp_bucket_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """DDP (dp > 1, no ZeRO) keeps its own flat gradient buckets beside `param.grad` unless
+    `gradient_as_bucket_view=True`; Frenzy's worker sets it, so buckets cost nothing extra. ZeRO-1/2
+    reduce-scatter through one bucket (DeepSpeed default reduce_bucket_size 5e8 elements), capped by
+    the gradients themselves."""
+    if plan.dp == 1 or plan.zero in (ZeroStage.NONE, ZeroStage.PARAMETERS):
+        return 0
+    return min(params.trainable, 500_000_000) * training.precision.param_bytes
