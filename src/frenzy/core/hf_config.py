@@ -175,7 +175,8 @@ def parse_gpt2(cfg, name):
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears + _plain_mlp(h, inter)),
                      norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation=cfg.get("activation_function", "gelu_new"),
                      positions=Positions.LEARNED, learned_position_rows=base["max_position_embeddings"],
-                     attention_dropout=cfg.get("attn_pdrop", 0.1), hidden_dropout=cfg.get("resid_pdrop", 0.1))
+                     attention_dropout=cfg.get("attn_pdrop", 0.1), hidden_dropout=cfg.get("resid_pdrop", 0.1),
+                     eager_softmax_fp32=False)
 
 
 def parse_gpt_neo(cfg, name):
@@ -187,7 +188,8 @@ def parse_gpt_neo(cfg, name):
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears + _plain_mlp(h, inter)),
                      norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation=cfg.get("activation_function", "gelu_new"),
                      positions=Positions.LEARNED, learned_position_rows=base["max_position_embeddings"],
-                     attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("resid_dropout", 0.0))
+                     attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("resid_dropout", 0.0),
+                     eager_softmax_fp32=False)
 
 
 def parse_gptj(cfg, name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from frenzy.core.errors import InvalidConfigError
 from frenzy.core.model import ModelArch
 from frenzy.core.training import TrainingConfig
 
@@ -23,6 +24,12 @@ class JobSpec:
             raise ValueError(f"global_batch must be >= 1, got {self.global_batch}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.seq_len > self.model.max_position_embeddings:
+            raise InvalidConfigError(
+                f"sequence length {self.seq_len} exceeds the {self.model.max_position_embeddings} positions "
+                f"{self.model.name} supports; use --seq <= {self.model.max_position_embeddings} or a "
+                "longer-context model"
+            )
 
     @property
     def tokens_per_step(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 
@@ -91,8 +91,15 @@ class ModelArch:
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     logit_softcap: float = 0.0
+    eager_softmax_fp32: bool = True  # eager attention takes softmax in fp32 (GPT-2 and GPT-Neo do not)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # Memory functions are cached per architecture; hashing every field each call would dominate.
+        return self._hash
 
     def __post_init__(self):
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)))
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"{self.name}: {field_name} must be positive")

@@ -19,6 +19,8 @@ Everything here is bytes per token of one micro-batch on one tensor-parallel ran
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from frenzy.core.model import ModelArch, Norm
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
@@ -82,6 +84,18 @@ def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
     return 4 * h + (residual_bytes(p) * h if trainable_weight else 0) + 4
 
 
+def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
+    """Bytes per attention score that eager attention keeps: the softmax output (fp32 when the model
+    or autocast upcasts it) and, when that differs from the compute dtype, the copy that multiplies v;
+    with attention dropout also a bool mask and the dropped copy (Korthikanti et al.: 2 + 1 + 2)."""
+    c = precision.compute_bytes
+    softmax = 4 if arch.eager_softmax_fp32 or precision.is_mixed else c
+    kept = softmax + (c if softmax != c else 0)
+    if arch.attention_dropout > 0:
+        kept += 1 + c
+    return kept
+
+
 def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
     """Attention block of one layer, bytes per token on one tensor-parallel rank."""
     c = compute_bytes(training.precision)
@@ -97,15 +111,12 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     items["qkv"] = c * (q_dim + 2 * kv_dim)
     if fused and arch.rotary_dim:
         items["qkv"] += c * (q_dim + kv_dim)
-    items["attn_out"] = c * q_dim + 4 * heads  # output + fp32 logsumexp per head
-    if training.attention.materialises_scores and plan.recompute < Recompute.SELECTIVE:
-        # fp32 softmax output + its 16-bit copy that multiplies v (one tensor in fp32); with dropout a
-        # bool mask and the dropped copy. Eager also expands GQA k, v to all heads (repeat_kv).
-        probs = (4 + (c if c != 4 else 0)) * heads * seq
-        if arch.attention_dropout > 0:
-            probs += (1 + c) * heads * seq
-        items["scores"] = probs
-        items["qkv"] += 2 * c * (q_dim - kv_dim)
+    if training.attention.materialises_scores:
+        if plan.recompute < Recompute.SELECTIVE:
+            items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
+        items["qkv"] += 2 * c * (q_dim - kv_dim)  # eager expands GQA k, v to all heads (repeat_kv)
+    else:
+        items["attn_out"] = c * q_dim + 4 * heads  # the fused kernel keeps its output and fp32 logsumexp
     items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
     if arch.hidden_dropout > 0:
         items["attn_dropout_mask"] = arch.hidden_size
@@ -154,6 +165,12 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
 
 
 def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    return _layer_bytes(arch, training, plan.tp, plan.sequence_parallel, plan.recompute, seq)
+
+
+@lru_cache(maxsize=4096)  # plan enumeration asks for the same layer shape many times
+def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, recompute: Recompute, seq: int) -> int:
+    plan = ParallelPlan(tp=tp, sequence_parallel=sp, recompute=recompute)
     return sum(layer_inventory(arch, training, plan, seq).values())
 
 

@@ -8,6 +8,7 @@ stage 2 also gradients, stage 3 also parameters, each divided by the data-parall
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from frenzy.core.model import Linear, ModelArch
 from frenzy.core.plan import ParallelPlan
@@ -51,9 +52,13 @@ def layers_on_stage(arch: ModelArch, pp: int, stage: int) -> int:
 
 
 def stage_params(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, stage: int) -> StageParams:
-    tp = plan.tp
-    layers = layers_on_stage(arch, plan.pp, stage)
-    first, last = stage == 0, stage == plan.pp - 1
+    return _stage_params(arch, training, plan.tp, plan.pp, stage)
+
+
+@lru_cache(maxsize=4096)  # plan enumeration asks for the same (tp, pp, stage) many times
+def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, stage: int) -> StageParams:
+    layers = layers_on_stage(arch, pp, stage)
+    first, last = stage == 0, stage == pp - 1
     copies = {lin.name: (arch.num_experts if lin.per_expert else 1) for lin in arch.linears}
     linear = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears) * layers
     other = arch.layer_extra_params() * layers
@@ -61,7 +66,7 @@ def stage_params(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, 
         other += arch.embedding_params() // tp
     if last:
         other += arch.head_params() // tp
-        if arch.tie_word_embeddings and plan.pp > 1:
+        if arch.tie_word_embeddings and pp > 1:
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,

@@ -1,0 +1,168 @@
+"""`frenzy`: predict training memory, plan jobs, and (with extras) trace, simulate and serve.
+
+Commands that only predict import neither torch nor ray.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from frenzy.cli.options import USER_ERRORS, TrainingFlags, fail, parse_recompute, parse_zero
+from frenzy.cli.render import memory_table, plans_table
+from frenzy.core import catalog
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.units import gib
+
+app = typer.Typer(help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console(width=None if Console().is_terminal else 120)
+
+Model = Annotated[str, typer.Argument(help="catalog name (e.g. llama-3.1-8b) or path to a HF config.json")]
+Precision = Annotated[str, typer.Option(help="fp32 | fp16-mixed | bf16-mixed | bf16 (pure)")]
+Method = Annotated[str, typer.Option(help="full | lora | qlora")]
+LoraRank = Annotated[int, typer.Option(help="LoRA rank")]
+LoraTargets = Annotated[str, typer.Option(help="comma list of q,k,v,o,gate,up,down, or all-linear")]
+OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw | adamw-fused | adamw-8bit | sgd")]
+AttentionOpt = Annotated[str, typer.Option(help="flash | sdpa | eager")]
+Json = Annotated[bool, typer.Option("--json", help="print one JSON object (stable interface)")]
+
+
+def _training(precision, method, lora_rank, lora_targets, optimizer, attention):
+    return TrainingFlags(precision, method, lora_rank, lora_targets, optimizer, attention).to_config()
+
+
+@app.command()
+def memory(
+    model: Model,
+    micro_batch: Annotated[int, typer.Option(help="sequences per GPU per forward")] = 1,
+    seq: Annotated[int, typer.Option(help="sequence length in tokens")] = 2048,
+    precision: Precision = "bf16-mixed",
+    method: Method = "full",
+    lora_rank: LoraRank = 8,
+    lora_targets: LoraTargets = "q,v",
+    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 0,
+    dp: Annotated[int, typer.Option(help="data-parallel degree")] = 1,
+    tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
+    pp: Annotated[int, typer.Option(help="pipeline-parallel degree")] = 1,
+    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism")] = False,
+    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    optimizer: OptimizerOpt = "adamw",
+    attention: AttentionOpt = "flash",
+    grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against")] = None,
+    as_json: Json = False,
+) -> None:
+    """Predict the per-GPU peak memory of one training step under one parallel plan."""
+    from frenzy.memory.estimate import estimate
+
+    try:
+        arch = load_model(model)
+        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention)
+        plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=parse_zero(zero), micro_batch=micro_batch,
+                            grad_accum=grad_accum, recompute=parse_recompute(recompute),
+                            sequence_parallel=sequence_parallel)
+        job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=plan.global_batch)
+        gpu_type = catalog.gpu_type(gpu) if gpu else None
+        result = estimate(job, plan, gpu_type)
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    fits = None if gpu_type is None else result.device_bytes <= gpu_type.memory_bytes
+    if as_json:
+        out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json()}
+        if gpu_type is not None:
+            out.update(gpu=gpu_type.name, gpu_memory_bytes=gpu_type.memory_bytes, fits=fits)
+        print(json.dumps(out, indent=2))
+        return
+    console.print(arch.summary())
+    console.print(memory_table(f"Peak memory per GPU — {plan.describe()}, seq {seq}", {"MARP": result}))
+    if gpu_type is not None:
+        verdict = "[green]fits[/]" if fits else "[red]does not fit[/]"
+        console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): {verdict}")
+
+
+@app.command()
+def plan(
+    model: Model,
+    global_batch: Annotated[int, typer.Option(help="sequences per optimizer step")] = 64,
+    seq: Annotated[int, typer.Option(help="sequence length in tokens")] = 2048,
+    steps: Annotated[int, typer.Option(help="optimizer steps")] = 1000,
+    precision: Precision = "bf16-mixed",
+    method: Method = "full",
+    lora_rank: LoraRank = 8,
+    lora_targets: LoraTargets = "q,v",
+    optimizer: OptimizerOpt = "adamw",
+    attention: AttentionOpt = "flash",
+    recompute: Annotated[Optional[str], typer.Option(help="fix recomputation (default: planner chooses)")] = None,
+    gpus: Annotated[Optional[str], typer.Option(help="comma list of GPU types (default: whole catalog)")] = None,
+    objective: Annotated[str, typer.Option(help="time | cost")] = "time",
+    max_gpus: Annotated[int, typer.Option(help="largest GPU count to consider")] = 64,
+    top: Annotated[int, typer.Option(help="plans to show")] = 15,
+    as_json: Json = False,
+) -> None:
+    """Rank the plans that fit, per GPU type: GPU count, dp x tp x pp, ZeRO, micro-batch, recomputation."""
+    from frenzy.memory.plans import plan_job
+    from frenzy.memory.ranking import RANKINGS
+
+    try:
+        if objective not in RANKINGS:
+            raise ValueError(f"unknown objective '{objective}'; choose one of: {', '.join(RANKINGS)}")
+        if max_gpus < 1:
+            raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
+        arch = load_model(model)
+        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention)
+        job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=global_batch, steps=steps)
+        types = ([catalog.gpu_type(g) for g in gpus.split(",") if g.strip()] if gpus
+                 else list(catalog.gpu_types().values()))
+        fixed = [parse_recompute(recompute)] if recompute else None
+        choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=RANKINGS[objective])
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps({"model": arch.name, "params": arch.num_params, "objective": objective,
+                          "plans": [c.to_json() for c in choices]}, indent=2))
+        return
+    console.print(arch.summary())
+    console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} ({training.precision.value}, "
+                              f"{training.method.value}), objective {objective}", choices[:top]))
+    if len(choices) > top:
+        console.print(f"… {len(choices) - top} more (--top N or --json)")
+
+
+@app.command()
+def models() -> None:
+    """List the bundled model catalog."""
+    from rich.table import Table
+
+    table = Table("model", "family", "params", "layers", "hidden", "heads/kv", "vocab")
+    for name in catalog.model_names():
+        a = load_model(name)
+        table.add_row(name, a.family, f"{a.num_params / 1e9:.2f}B", str(a.num_layers), str(a.hidden_size),
+                      f"{a.num_heads}/{a.num_kv_heads}", str(a.vocab_size))
+    console.print(table)
+
+
+@app.command()
+def gpus() -> None:
+    """List the bundled GPU catalog."""
+    from rich.table import Table
+
+    table = Table("GPU type", "memory GiB", "bf16 TFLOP/s", "HBM GB/s", "link", "per node", "$/GPU-h")
+    for g in catalog.gpu_types().values():
+        table.add_row(g.name, f"{gib(g.memory_bytes):.1f}", f"{g.peak_flops_for('bf16') / 1e12:.0f}",
+                      f"{g.hbm_bandwidth_bytes_s / 1e9:.0f}", g.intra_node_link, str(g.gpus_per_node),
+                      f"{g.price_per_gpu_hour_usd:.2f}")
+    console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Training flags shared by `frenzy memory` and `frenzy plan`, and their parsing into domain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import typer
+
+from frenzy.core.errors import FrenzyError
+from frenzy.core.training import (
+    ALL_LINEAR, Attention, Method, Optimizer, Precision, Recompute, TrainingConfig, ZeroStage, parse_choice,
+)
+
+PRECISIONS = "fp32|fp16-mixed|bf16-mixed|bf16"
+
+
+@dataclass
+class TrainingFlags:
+    precision: str = "bf16-mixed"
+    method: str = "full"
+    lora_rank: int = 8
+    lora_targets: str = "q,v"
+    optimizer: str = "adamw"
+    attention: str = "flash"
+
+    def to_config(self) -> TrainingConfig:
+        targets = tuple(t.strip() for t in self.lora_targets.split(",") if t.strip())
+        if ALL_LINEAR in targets:
+            targets = (ALL_LINEAR,)
+        return TrainingConfig(
+            precision=parse_choice(Precision, self.precision),
+            method=parse_choice(Method, self.method),
+            optimizer=parse_choice(Optimizer, self.optimizer),
+            attention=parse_choice(Attention, self.attention),
+            lora_rank=self.lora_rank,
+            lora_targets=targets,
+        )
+
+
+def parse_recompute(text: str) -> Recompute:
+    return parse_choice(Recompute, text)
+
+
+def parse_zero(value: int) -> ZeroStage:
+    return parse_choice(ZeroStage, str(value))
+
+
+def fail(message: str) -> typer.Exit:
+    """Print a user error (what to change) and exit 2, like a usage error."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    return typer.Exit(code=2)
+
+
+USER_ERRORS = (FrenzyError, ValueError)

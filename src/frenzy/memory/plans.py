@@ -1,0 +1,201 @@
+"""Enumerate the parallel plans of a job on every GPU type, keep those that fit, and rank them.
+
+Memory does not depend on the GPU type, so each plan shape (GPU count, dp x tp x pp, ZeRO stage,
+recomputation, micro-batch) is estimated once and then compared against every type's capacity.
+For a shape, only the largest micro-batch that fits is kept (fewest accumulation steps); per GPU
+type the plans at the smallest GPU counts that fit are kept. The order of the final list is the
+scheduler's priority order and comes from a replaceable ranking function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from frenzy.core.errors import NoFeasiblePlanError
+from frenzy.core.gpu import GpuType
+from frenzy.core.job import JobSpec
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Recompute, ZeroStage
+from frenzy.core.units import fmt_gib
+from frenzy.memory.estimate import estimate
+from frenzy.memory.result import MemoryEstimate
+
+DEFAULT_SAFETY_MARGIN = 0.05  # fraction of a GPU's memory left free beyond the predicted device bytes
+DEFAULT_MAX_GPUS = 64
+DEFAULT_PLANS_PER_TYPE = 3
+MAX_MICRO_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanChoice:
+    """A plan on one GPU type, with its predicted memory and how much room it leaves."""
+
+    gpu: GpuType
+    plan: ParallelPlan
+    memory: MemoryEstimate
+    usable_bytes: int  # GPU memory minus the safety margin
+
+    @property
+    def num_gpus(self) -> int:
+        return self.plan.num_gpus
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.usable_bytes - self.memory.device_bytes
+
+    @property
+    def headroom_fraction(self) -> float:
+        return self.headroom_bytes / self.gpu.memory_bytes
+
+    def to_json(self) -> dict:
+        p = self.plan
+        return {
+            "gpu_type": self.gpu.name,
+            "num_gpus": p.num_gpus,
+            "dp": p.dp, "tp": p.tp, "pp": p.pp, "zero": int(p.zero),
+            "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
+            "recompute": p.recompute.name.lower(), "sequence_parallel": p.sequence_parallel,
+            "memory": self.memory.to_json(),
+            "headroom_bytes": self.headroom_bytes,
+        }
+
+
+RankKey = Callable[[PlanChoice], tuple]
+
+
+def rank_by_gpus_then_headroom(choice: PlanChoice) -> tuple:
+    """Fewest GPUs first, then the most memory headroom (the pre-performance-model order)."""
+    return (choice.num_gpus, -choice.headroom_fraction, choice.gpu.name)
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
+
+
+def _tensor_degrees(job: JobSpec, per_node: int) -> list[int]:
+    """tp must divide the heads (and the KV heads, or be a multiple of them) and fit in a node."""
+    arch = job.model
+    return [t for t in _powers_of_two(min(per_node, 8))
+            if arch.num_heads % t == 0 and (arch.num_kv_heads % t == 0 or t % arch.num_kv_heads == 0)
+            and arch.intermediate_size % t == 0]
+
+
+def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recompute],
+            zero: Sequence[ZeroStage]) -> Iterable[tuple[ParallelPlan, list[int]]]:
+    """Plan shapes on `num_gpus` GPUs, each with its candidate micro-batches (largest first)."""
+    for tp in _tensor_degrees(job, max_tp):
+        for pp in _powers_of_two(min(job.model.num_layers, num_gpus // tp)):
+            if num_gpus % (tp * pp):
+                continue
+            dp = num_gpus // (tp * pp)
+            if job.global_batch % dp:
+                continue
+            per_rank = job.global_batch // dp
+            micro = [m for m in _powers_of_two(min(per_rank, MAX_MICRO_BATCH)) if per_rank % m == 0]
+            if pp > 1:  # 1F1B needs at least pp micro-batches in flight
+                micro = [m for m in micro if per_rank // m >= pp]
+            if not micro:
+                continue
+            for stage in zero if dp > 1 else [ZeroStage.NONE]:
+                for rc in recompute:
+                    yield ParallelPlan(dp=dp, tp=tp, pp=pp, zero=stage, recompute=rc,
+                                       sequence_parallel=tp > 1, micro_batch=1,
+                                       grad_accum=per_rank), micro[::-1]
+
+
+def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
+    per_rank = shape.micro_batch * shape.grad_accum
+    return ParallelPlan(dp=shape.dp, tp=shape.tp, pp=shape.pp, zero=shape.zero, recompute=shape.recompute,
+                        sequence_parallel=shape.sequence_parallel, micro_batch=micro, grad_accum=per_rank // micro)
+
+
+def usable_bytes(gpu: GpuType, margin: float) -> int:
+    return int(gpu.memory_bytes * (1 - margin))
+
+
+def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DEFAULT_MAX_GPUS,
+                    margin: float = DEFAULT_SAFETY_MARGIN, per_type: int = DEFAULT_PLANS_PER_TYPE,
+                    recompute: Sequence[Recompute] | None = None, zero: Sequence[ZeroStage] | None = None,
+                    rank: RankKey = rank_by_gpus_then_headroom) -> list[PlanChoice]:
+    """All GPU types' best few fitting plans, ranked. Empty when nothing fits (see `plan_job`)."""
+    if not 0 <= margin < 1:
+        raise ValueError(f"safety margin must be in [0, 1), got {margin}")
+    recompute = list(recompute or [Recompute.NONE, Recompute.FULL])
+    zero = list(zero if zero is not None else ZeroStage)
+    eligible = [g for g in gpus if g.supports_bf16 or not job.training.precision.needs_bf16]
+    found: dict[str, list[PlanChoice]] = {g.name: [] for g in eligible}
+    settled: dict[str, int] = {}  # GPU type -> the smallest count that fit
+    for count in _powers_of_two(max_gpus):
+        open_types = [g for g in eligible if settled.get(g.name, count) >= count // 2]
+        if not open_types:
+            break
+        # Shapes come cheapest first (lower ZeRO stage, less recomputation); a costlier shape is
+        # kept for a type only if it allows a larger micro-batch than a cheaper one already did.
+        best_micro: dict[tuple, int] = {}
+        for shape, micro in _shapes(job, count, max(g.gpus_per_node for g in open_types), recompute, zero):
+            split = (shape.tp, shape.pp)
+            remaining = [g for g in open_types if g.gpus_per_node >= shape.tp]
+            for mb in micro:  # largest first: each type keeps the largest micro-batch that fits it
+                remaining = [g for g in remaining if best_micro.get((g.name, split), 0) < mb]
+                if not remaining:
+                    break
+                plan = _with_micro_batch(shape, mb)
+                memory = estimate(job, plan)
+                for gpu in remaining:
+                    if memory.device_bytes <= usable_bytes(gpu, margin):
+                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory,
+                                                          usable_bytes=usable_bytes(gpu, margin)))
+                        settled.setdefault(gpu.name, count)
+                        best_micro[(gpu.name, split)] = mb
+    ranked = [c for choices in found.values() for c in sorted(choices, key=rank)[:per_type]]
+    return sorted(ranked, key=rank)
+
+
+def smallest_requirement(job: JobSpec, *, max_gpus: int = DEFAULT_MAX_GPUS) -> tuple[ParallelPlan, MemoryEstimate]:
+    """The least per-GPU memory any plan up to `max_gpus` GPUs needs (to explain infeasibility)."""
+    best = None
+    for count in _powers_of_two(max_gpus):
+        for shape, micro in _shapes(job, count, 8, [Recompute.FULL], list(ZeroStage)):
+            plan = _with_micro_batch(shape, micro[-1])
+            memory = estimate(job, plan)
+            if best is None or memory.device_bytes < best[1].device_bytes:
+                best = (plan, memory)
+    if best is None:
+        raise NoFeasiblePlanError(
+            f"global batch {job.global_batch} admits no data-parallel split up to {max_gpus} GPUs; "
+            "use a global batch that is a multiple of a power of two"
+        )
+    return best
+
+
+def plan_job(job: JobSpec, gpus: Sequence[GpuType], **kwargs) -> list[PlanChoice]:
+    """Ranked plans, or NoFeasiblePlanError naming the smallest need and what would make it fit."""
+    if not gpus:
+        raise NoFeasiblePlanError("no GPU types to plan for; pass at least one GPU type")
+    if job.training.precision.needs_bf16 and not any(g.supports_bf16 for g in gpus):
+        raise NoFeasiblePlanError(
+            f"{job.training.precision.value} needs bf16, which none of {', '.join(g.name for g in gpus)} "
+            "supports; use --precision fp16-mixed or fp32, or allow an Ampere-or-newer GPU type"
+        )
+    choices = enumerate_plans(job, gpus, **kwargs)
+    if choices:
+        return choices
+    max_gpus = kwargs.get("max_gpus", DEFAULT_MAX_GPUS)
+    plan, memory = smallest_requirement(job, max_gpus=max_gpus)
+    margin = kwargs.get("margin", DEFAULT_SAFETY_MARGIN)
+    biggest = max(gpus, key=lambda g: g.memory_bytes)
+    hints = []
+    if job.training.method.value == "full":
+        hints.append("use LoRA or QLoRA (--method lora)")
+    if job.model.num_heads % 2 == 0:
+        hints.append("allow more GPUs (--max-gpus) for more tensor/pipeline parallelism")
+    hints.append("shorten the sequence or use a smaller micro-batch")
+    needed = memory.device_bytes / (1 - margin)
+    raise NoFeasiblePlanError(
+        f"no allowed GPU type fits {job.model.name}: the smallest plan up to {max_gpus} GPUs "
+        f"({plan.describe()}) needs {fmt_gib(memory.device_bytes)} per GPU "
+        f"(+{margin:.0%} margin = {fmt_gib(needed)}), the largest allowed GPU ({biggest.name}) has "
+        f"{fmt_gib(biggest.memory_bytes)}; " + "; ".join(hints) + ", or add a GPU type with "
+        f">= {fmt_gib(needed, 0)}"
+    )
