@@ -14,7 +14,7 @@ $(BIN)/python:
 # torch is pinned to the exact CPU wheel that every machine carries (see README).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[trace,dev,bench]"
+	$(BIN)/pip install --quiet -e ".[trace,dev,bench,sim,serve,ray]"
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,118 @@
+"""Published peak-memory measurements (../shared/memory/published_measurements_dev.csv) expressed
+as Frenzy jobs and plans, so MARP and other estimators can be scored against them.
+
+Each row either maps to (job, plan, metric, unit) or carries the reason it cannot be expressed.
+The metric decides which MARP figure is compared: `max_memory_allocated` and "active" peaks compare
+with allocated bytes, `max_memory_reserved` with reserved, nvidia-smi with device bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from frenzy.core.errors import FrenzyError
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute, TrainingConfig, ZeroStage
+from frenzy.core.units import GB, GiB
+from frenzy.memory.result import MemoryEstimate
+
+# Rows whose training loop differs from anything a plan can state, keyed by (model, measured value).
+NOT_EXPRESSIBLE = {
+    ("meta-llama/Llama-3.2-3B", "25.5"): "unpacked variable-length data: the peak depends on the length distribution",
+    ("meta-llama/Llama-3.2-3B", "51.0"): "torch.compile fuses ops and changes which activations are saved",
+    ("meta-llama/Llama-3.2-3B", "42.9"): "torch.compile on (and chunked cross-entropy)",
+    ("meta-llama/Llama-3.2-3B", "24.9"): "torch.compile and chunked cross-entropy on",
+    ("meta-llama/Llama-3.2-3B", "23.1"): "torch.compile, chunked cross-entropy and optimizer-in-backward on",
+    ("meta-llama/Llama-3.2-3B", "21.8"): "activation offloading to CPU (and torch.compile)",
+    ("meta-llama/Llama-3.2-3B", "17.6"): "activation offloading to CPU (and torch.compile)",
+    ("meta-llama/Llama-3.2-3B", "8.5"): "activation offloading to CPU (and torch.compile)",
+    ("meta-llama/Llama-3.2-3B", "4.6"): "activation offloading to CPU (and torch.compile)",
+    ("meta-llama/Llama-3.1-8B", "18.9"): "recipe flags unstated (paged 8-bit AdamW, optimizer-in-backward, compile)",
+    ("meta-llama/Llama-3.1-8B", "16.2"): "recipe flags unstated and torch.compile on",
+    ("meta-llama/Llama-3.1-8B", "7.4"): "recipe flags unstated and torch.compile on",
+    ("meta-llama/Llama-3.1-70B", "27.6"): "recipe flags unstated and torch.compile on",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    row: dict
+    job: JobSpec | None = None
+    plan: ParallelPlan | None = None
+    metric: str = "allocated"  # allocated | reserved | device
+    unit_bytes: int = GiB
+    approximate: bool = False  # variable-length data: compared at the longest sequence
+    reason: str = ""  # why the row cannot be expressed
+
+    @property
+    def expressible(self) -> bool:
+        return self.job is not None
+
+    @property
+    def measured_bytes(self) -> float:
+        return float(self.row["measured_gb"]) * self.unit_bytes
+
+    def predicted_bytes(self, estimate: MemoryEstimate) -> int:
+        return {"allocated": estimate.allocated_bytes, "reserved": estimate.reserved_bytes,
+                "device": estimate.device_bytes}[self.metric]
+
+    @property
+    def label(self) -> str:
+        r = self.row
+        return f"{r['model']} {r['method']} mb{r['micro_batch']} dp{r['dp']} z{r['zero_stage']} ({r['measured_gb']})"
+
+
+def _metric_and_unit(notes: str) -> tuple[str, int]:
+    unit = GB if re.search(r"UNIT=GB\b", notes) else GiB
+    if "max_memory_reserved" in notes:
+        return "reserved", unit
+    if "nvidia-smi" in notes:
+        return "device", unit
+    return "allocated", unit
+
+
+def _precision(text: str) -> Precision:
+    return Precision.BF16 if text.startswith(("bf16-pure", "bf16-true")) else Precision.BF16_MIXED
+
+
+def _seq_len(text: str) -> tuple[int, bool]:
+    match = re.match(r"<=\s*(\d+)", text)
+    if match:
+        return int(match.group(1)), True
+    return int(text), False
+
+
+def _express(row: dict) -> Measurement:
+    key = (row["model"], row["measured_gb"])
+    if key in NOT_EXPRESSIBLE:
+        return Measurement(row=row, reason=NOT_EXPRESSIBLE[key])
+    if "enc-dec" in row["model"]:
+        return Measurement(row=row, reason="encoder-decoder models are outside MARP's decoder-only scope")
+    if "unstated" in (row["micro_batch"], row["precision"]):
+        return Measurement(row=row, reason="batch size, sequence length and precision are not stated")
+    if "offload" in row["notes"].lower() and "CPU" in row["notes"]:
+        return Measurement(row=row, reason="CPU offload")
+    try:
+        seq, approximate = _seq_len(row["seq_len"])
+        method = Method(row["method"])
+        training = TrainingConfig(precision=_precision(row["precision"]), method=method, optimizer=Optimizer.ADAMW,
+                                  attention=Attention.FLASH, lora_rank=8, lora_targets=("q", "v"))
+        recompute = Recompute.FULL if row["checkpointing"].startswith("full") else Recompute.NONE
+        plan = ParallelPlan(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
+                            zero=ZeroStage(int(row["zero_stage"])), micro_batch=int(row["micro_batch"]),
+                            recompute=recompute)
+        job = JobSpec(model=load_model(row["model"]), training=training, seq_len=seq, global_batch=plan.global_batch)
+    except (FrenzyError, ValueError) as exc:
+        return Measurement(row=row, reason=f"cannot be stated as a job: {exc}")
+    metric, unit = _metric_and_unit(row["notes"])
+    return Measurement(row=row, job=job, plan=plan, metric=metric, unit_bytes=unit, approximate=approximate)
+
+
+def load_measurements(path: Path) -> list[Measurement]:
+    with path.open(newline="") as f:
+        return [_express(row) for row in csv.DictReader(f)]

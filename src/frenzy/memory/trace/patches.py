@@ -1,0 +1,117 @@
+"""Temporary patches that make Hugging Face code behave on fake tensors as it does on a GPU.
+
+transformers treats a fake tensor as "tracing" (`is_tracing` returns True for FakeTensor), and then
+refuses every decision that needs tensor values. Two of those change memory:
+
+* packed-sequence detection (`find_packed_sequence_indices`) returns the packed-sequence index
+  tensor instead of None, so a causal s x s mask is built and SDPA loses `is_causal` (and with it
+  the flash kernel). Verified on transformers 5.23: without the patch every layer's SDPA call gets
+  an explicit mask. Our inputs are never packed, so the patch returns None as a GPU run would.
+* `_ignore_causal_mask_sdpa` will not inspect a 2-D padding mask (some models, e.g. OPT, build an
+  all-ones one when none is passed); a GPU run sees it is all ones and drops it. Our inputs are
+  never padded, so the patch decides as if no padding mask was given.
+
+`selective_recompute` implements Recompute.SELECTIVE for eager attention by checkpointing only the
+attention core (QK^T, softmax, dropout, PV), the part Korthikanti et al. recompute.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack, contextmanager
+from functools import partial
+
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+@contextmanager
+def _setattr(obj, name: str, value):
+    original = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, original)
+
+
+@contextmanager
+def gpu_mask_decisions():
+    """Patch transformers' mask helpers to decide as they would on real, unpadded GPU inputs."""
+    from transformers import masking_utils
+
+    original = masking_utils._ignore_causal_mask_sdpa
+
+    def ignore_causal_mask_sdpa(padding_mask, *args, **kwargs):
+        return original(None, *args, **kwargs)
+
+    with ExitStack() as stack:
+        stack.enter_context(_setattr(masking_utils, "find_packed_sequence_indices", lambda position_ids: None))
+        stack.enter_context(_setattr(masking_utils, "_ignore_causal_mask_sdpa", ignore_causal_mask_sdpa))
+        yield
+
+
+def _recomputed(fn, region):
+    """`fn` under non-reentrant activation checkpointing; the re-run is labelled by `region`."""
+
+    def run(*args, **kwargs):
+        with region():
+            return fn(*args, **kwargs)
+
+    def checkpointed(*args, **kwargs):
+        return checkpoint(run, *args, use_reentrant=False, **kwargs)
+
+    return checkpointed
+
+
+_ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention")
+
+
+def _attention_modules(layers: nn.ModuleList) -> list[nn.Module]:
+    found = []
+    for layer in layers:
+        for name in _ATTENTION_NAMES:
+            if isinstance(getattr(layer, name, None), nn.Module):
+                found.append(getattr(layer, name))
+                break
+    if len(found) != len(layers):
+        raise ValueError("cannot find the attention module of every decoder layer for selective recomputation")
+    return found
+
+
+@contextmanager
+def selective_recompute(model: nn.Module, layers: nn.ModuleList, region):
+    """Checkpoint the eager attention core of every layer.
+
+    transformers' shared `eager_attention_forward` (looked up from the modeling module at call time)
+    is wrapped when the model uses it; GPT-J/GPT-Neo's `_attn` method otherwise; for models with
+    the core inlined in the attention forward (BLOOM, Falcon) the whole attention module is
+    checkpointed, which also recomputes its projections (memory: the module input is kept).
+    """
+    modeling = sys.modules[type(layers[0]).__module__]
+    with ExitStack() as stack:
+        if hasattr(modeling, "eager_attention_forward"):
+            wrapped = _recomputed(modeling.eager_attention_forward, region)
+            stack.enter_context(_setattr(modeling, "eager_attention_forward", wrapped))
+        else:
+            for module in _attention_modules(layers):
+                name = "_attn" if hasattr(module, "_attn") else "forward"
+                # Instance attribute shadows the class method; removed again on exit.
+                setattr(module, name, _recomputed(getattr(module, name), region))
+                stack.callback(partial(delattr, module, name))
+        yield
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The longest ModuleList of identical `*Layer`/`*Block` modules: the decoder layers of any HF
+    causal LM (model.layers, transformer.h, gpt_neox.layers, decoder.layers)."""
+    best = None
+    for module in model.modules():
+        if not isinstance(module, nn.ModuleList) or len(module) == 0 or len({type(m) for m in module}) != 1:
+            continue
+        kind = type(module[0]).__name__
+        if ("Layer" in kind or "Block" in kind) and (best is None or len(module) > len(best)):
+            best = module
+    if best is None:
+        raise ValueError(f"{type(model).__name__}: no decoder layer list found")
+    return best

@@ -1,0 +1,1 @@
+"""Built-in scheduling policies; each module registers itself in frenzy.sched.registry."""

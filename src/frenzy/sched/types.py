@@ -1,0 +1,93 @@
+"""Values the scheduler reads (cluster state, queue) and writes (decisions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from frenzy.core.job import JobSpec
+from frenzy.memory.plans import PlanChoice
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeState:
+    name: str
+    gpu_type: str  # canonical GPU type name
+    total_gpus: int
+    free_gpus: int
+
+    def __post_init__(self):
+        if not 0 <= self.free_gpus <= self.total_gpus:
+            raise ValueError(f"node {self.name}: free GPUs {self.free_gpus} not in 0..{self.total_gpus}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunningJob:
+    job_id: str
+    choice: PlanChoice
+    allocation: tuple[tuple[str, int], ...]  # (node name, GPUs) pairs
+    start_time_s: float
+    expected_end_s: float | None = None  # predicted completion (for reservations and backfill)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterState:
+    nodes: tuple[NodeState, ...]
+    running: tuple[RunningJob, ...] = ()
+
+    def free_by_type(self) -> dict[str, int]:
+        free: dict[str, int] = {}
+        for node in self.nodes:
+            free[node.gpu_type] = free.get(node.gpu_type, 0) + node.free_gpus
+        return free
+
+    def total_by_type(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for node in self.nodes:
+            total[node.gpu_type] = total.get(node.gpu_type, 0) + node.total_gpus
+        return total
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedJob:
+    """A job waiting for GPUs, with MARP's ranked plans (its priority order) already attached.
+
+    `requested_gpus` / `requested_gpu_type` are what a user of a non-serverless system would have
+    asked for; baseline policies use them, Frenzy's does not.
+    """
+
+    job_id: str
+    spec: JobSpec
+    plans: tuple[PlanChoice, ...]
+    submit_time_s: float
+    requested_gpus: int | None = None
+    requested_gpu_type: str | None = None
+    attempts: int = 0
+    priority: int = 0
+    metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place:
+    job_id: str
+    choice: PlanChoice
+    allocation: tuple[tuple[str, int], ...]  # (node name, GPUs); sums to choice.num_gpus
+
+    def __post_init__(self):
+        if sum(n for _, n in self.allocation) != self.choice.num_gpus:
+            raise ValueError(f"allocation of job {self.job_id} does not add up to {self.choice.num_gpus} GPUs")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preempt:
+    job_id: str
+    reason: str
+
+
+Decision = Union[Place, Wait, Preempt]
