@@ -13,7 +13,7 @@ With gradient accumulation, micro-batches after the first run with all gradients
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import lru_cache
 
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
@@ -25,14 +25,23 @@ from frenzy.memory.overhead import allocator_overhead_bytes, runtime_overhead_by
 from frenzy.memory.result import MemoryEstimate, Phase
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    phase: Phase
-    parts: dict[str, int]
+_PARTS = ("weights", "gradients", "optimizer_state", "activations", "logits_loss", "temporaries")
 
-    @property
-    def total(self) -> int:
-        return sum(self.parts.values())
+
+@lru_cache(maxsize=16384)  # plan enumeration revisits the same model-state shapes many times
+def _model_states(job: JobSpec, tp: int, pp: int, stage: int, dp: int, zero) -> tuple[int, ...]:
+    """(weights incl. FSDP buffers, autocast copies, gradients, optimizer state, DDP/ZeRO buckets,
+    optimizer-step temporaries, layers on the stage) of one rank."""
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero)
+    arch, training = job.model, job.training
+    params = states.stage_params(arch, training, plan, stage)
+    return (states.weight_bytes(params, training, plan) + states.fsdp_unsharded_bytes(arch, params, training, plan),
+            states.autocast_weight_copy_bytes(params, training, plan),
+            states.gradient_bytes(params, training, plan),
+            states.optimizer_state_bytes(params, training, plan),
+            states.ddp_bucket_bytes(params, training, plan),
+            states.optimizer_step_temporary_bytes(params, training, plan),
+            params.layers)
 
 
 def _qlora_dequant_bytes(job: JobSpec, plan: ParallelPlan) -> int:
@@ -51,68 +60,56 @@ def _head_gradient_bytes(job: JobSpec, plan: ParallelPlan) -> int:
     return rows * job.training.precision.param_bytes // states.zero_divisor(plan, states.ZeroStage.GRADIENTS)
 
 
-def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[_Candidate]:
+def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
+    """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
     arch, training = job.model, job.training
-    params = states.stage_params(arch, training, plan, stage)
+    weights, casts, grads, opt, buckets, opt_temp, layers = _model_states(
+        job, plan.tp, plan.pp, stage, plan.dp, plan.zero)
     last = stage == plan.pp - 1
     tokens = plan.micro_batch * job.seq_len
     inflight = plan.pp - stage  # 1F1B: stage i holds pp - i micro-batches' activations
-    layers = max(params.layers, 1)
-
-    weights = states.weight_bytes(params, training, plan) + states.fsdp_unsharded_bytes(arch, params, training, plan)
-    casts = states.autocast_weight_copy_bytes(params, training, plan)
-    grads = states.gradient_bytes(params, training, plan)
-    opt = states.optimizer_state_bytes(params, training, plan)
-    buckets = states.ddp_bucket_bytes(params, training, plan)
     # Later micro-batches (accumulation, or a pipeline's steady state) run with gradients alive.
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
     per_layer = act.stored_bytes_per_token_per_layer(arch, training, plan, job.seq_len) * tokens
-    one_batch = params.layers * per_layer + act.embedding_bytes_per_token(arch, training) * tokens
+    one_batch = layers * per_layer + act.embedding_bytes_per_token(arch, training) * tokens
     saved = one_batch * inflight
     others = one_batch * (inflight - 1)
     full_layer = act.layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     recomputed = full_layer if plan.recompute is Recompute.FULL else 0
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens + recomputed
     dequant = _qlora_dequant_bytes(job, plan)
-    logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
-    if not last:
-        logits_fwd = logits_bwd = 0
-    head_grad = _head_gradient_bytes(job, plan) if last else 0
-
-    def candidate(phase, *, weights, grads, activations, logits=0, temporaries=0):
-        return _Candidate(phase, {"weights": weights, "gradients": grads, "optimizer_state": opt,
-                                  "activations": activations, "logits_loss": logits,
-                                  "temporaries": temporaries + dequant})
-
+    logits_fwd = logits_bwd = head_grad = 0
+    if last:
+        logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
+        head_grad = _head_gradient_bytes(job, plan)
+    with_casts = weights + casts
     return [
-        candidate(Phase.FORWARD, weights=weights + casts, grads=early_grads, activations=saved, logits=logits_fwd),
+        (Phase.FORWARD, (with_casts, early_grads, opt, saved, logits_fwd, dequant)),
         # backward at the loss: the logits gradient on top of everything forward kept
-        candidate(Phase.BACKWARD, weights=weights + casts, grads=early_grads, activations=saved, logits=logits_bwd),
+        (Phase.BACKWARD, (with_casts, early_grads, opt, saved, logits_bwd, dequant)),
         # backward entering the last layer: head gradient allocated, one layer's temporaries
-        candidate(Phase.BACKWARD, weights=weights + casts, grads=max(early_grads, head_grad), activations=saved,
-                  temporaries=layer_temp + buckets),
+        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved, 0, layer_temp + buckets + dequant)),
         # backward leaving the first layer: all gradients, one layer's activations and copies left
-        candidate(Phase.BACKWARD, weights=weights + casts // layers, grads=grads, activations=others + per_layer,
-                  temporaries=layer_temp + buckets),
-        candidate(Phase.OPTIMIZER, weights=weights, grads=grads, activations=0,
-                  temporaries=states.optimizer_step_temporary_bytes(params, training, plan) - dequant),
+        (Phase.BACKWARD, (weights + casts // max(layers, 1), grads, opt, others + per_layer, 0,
+                          layer_temp + buckets + dequant)),
+        (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
     ]
 
 
 def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None) -> MemoryEstimate:
     """Per-GPU peak memory of `job` under `plan` (the busiest rank across pipeline stages)."""
     stages = {0, plan.pp - 1}
-    peak = max((c for s in stages for c in _stage_candidates(job, plan, s)), key=lambda c: c.total)
-    allocated = peak.total
-    persistent = peak.parts["weights"] + peak.parts["optimizer_state"] + peak.parts.get("gradients", 0)
+    phase, parts = max((c for s in stages for c in _stage_candidates(job, plan, s)), key=lambda c: sum(c[1]))
+    allocated = sum(parts)
+    persistent = parts[0] + parts[1] + parts[2]
     allocator = allocator_overhead_bytes(allocated, allocated - persistent)
     runtime = runtime_overhead_bytes(plan, gpu)
-    breakdown = dict(peak.parts, allocator_overhead=allocator, runtime_overhead=runtime)
+    breakdown = dict(zip(_PARTS, parts), allocator_overhead=allocator, runtime_overhead=runtime)
     return MemoryEstimate(
         allocated_bytes=allocated,
         reserved_bytes=allocated + allocator,
         device_bytes=allocated + allocator + runtime,
         breakdown=breakdown,
-        peak_phase=peak.phase,
+        peak_phase=phase,
     )

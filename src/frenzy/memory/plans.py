@@ -126,6 +126,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
     eligible = [g for g in gpus if g.supports_bf16 or not job.training.precision.needs_bf16]
     found: dict[str, list[PlanChoice]] = {g.name: [] for g in eligible}
     settled: dict[str, int] = {}  # GPU type -> the smallest count that fit
+    capacity = {g.name: usable_bytes(g, margin) for g in eligible}
     for count in _powers_of_two(max_gpus):
         open_types = [g for g in eligible if settled.get(g.name, count) >= count // 2]
         if not open_types:
@@ -135,17 +136,21 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         best_micro: dict[tuple, int] = {}
         for shape, micro in _shapes(job, count, max(g.gpus_per_node for g in open_types), recompute, zero):
             split = (shape.tp, shape.pp)
-            remaining = [g for g in open_types if g.gpus_per_node >= shape.tp]
+            # The smallest micro-batch first: if it fits no open type, the shape is out (one estimate).
+            memory = {micro[-1]: estimate(job, _with_micro_batch(shape, micro[-1]))}
+            remaining = [g for g in open_types if g.gpus_per_node >= shape.tp
+                         and memory[micro[-1]].device_bytes <= capacity[g.name]]
             for mb in micro:  # largest first: each type keeps the largest micro-batch that fits it
                 remaining = [g for g in remaining if best_micro.get((g.name, split), 0) < mb]
                 if not remaining:
                     break
                 plan = _with_micro_batch(shape, mb)
-                memory = estimate(job, plan)
+                if mb not in memory:
+                    memory[mb] = estimate(job, plan)
                 for gpu in remaining:
-                    if memory.device_bytes <= usable_bytes(gpu, margin):
-                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory,
-                                                          usable_bytes=usable_bytes(gpu, margin)))
+                    if memory[mb].device_bytes <= capacity[gpu.name]:
+                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory[mb],
+                                                          usable_bytes=capacity[gpu.name]))
                         settled.setdefault(gpu.name, count)
                         best_micro[(gpu.name, split)] = mb
     ranked = [c for choices in found.values() for c in sorted(choices, key=rank)[:per_type]]

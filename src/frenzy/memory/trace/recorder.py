@@ -55,6 +55,7 @@ class EventLog:
     marks: dict[str, int] = field(default_factory=dict)
     phase_starts: list[tuple[int, int, Phase]] = field(default_factory=list)  # (position, step, phase)
     phase_positions: set[int] = field(default_factory=set)
+    origins: list[str] = field(default_factory=list)  # "op shape dtype" per allocation, when kept
 
 
 def _key(tensor: torch.Tensor) -> int:
@@ -64,8 +65,9 @@ def _key(tensor: torch.Tensor) -> int:
 class AllocationRecorder(TorchDispatchMode):
     """Enter it (innermost modes last) above the FakeTensorMode that runs the model."""
 
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, vocab_size: int, keep_origins: bool = False) -> None:
         super().__init__()
+        self.keep_origins = keep_origins
         self.log = EventLog()
         self.vocab_size = vocab_size
         self.phase = Phase.FORWARD
@@ -130,7 +132,7 @@ class AllocationRecorder(TorchDispatchMode):
                 input_keys = {_key(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
             if key in input_keys:
                 continue  # a view of a storage created before recording (not ours to count)
-            self._allocate(tensor, self._role_of(func, tensor, args))
+            self._allocate(tensor, self._role_of(func, tensor, args), func)
         return out
 
     def _role_of(self, func, tensor: torch.Tensor, args) -> str:
@@ -146,8 +148,10 @@ class AllocationRecorder(TorchDispatchMode):
             return ACTIVATIONS
         return TEMPORARIES
 
-    def _allocate(self, tensor: torch.Tensor, role: str) -> None:
+    def _allocate(self, tensor: torch.Tensor, role: str, func=None) -> None:
         storage = tensor.untyped_storage()
+        if self.keep_origins:
+            self.log.origins.append(f"{func} {tuple(tensor.shape)} {str(tensor.dtype)[6:]}")
         key = storage._cdata
         log = self.log
         alloc = len(log.sizes)

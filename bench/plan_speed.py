@@ -1,0 +1,63 @@
+"""How long one job's full plan enumeration over every catalog GPU type takes (target < 50 ms).
+
+Each job is planned once to warm per-architecture caches that a long-running planner keeps, then
+timed over repeated runs; the table reports the median and the worst run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import write_section  # noqa: E402
+
+from frenzy.core import catalog  # noqa: E402
+from frenzy.core.hf_config import load_model  # noqa: E402
+from frenzy.core.job import JobSpec  # noqa: E402
+from frenzy.core.training import Method, TrainingConfig  # noqa: E402
+from frenzy.memory.plans import plan_job  # noqa: E402
+
+JOBS = [  # (model, global batch, seq, method)
+    ("openai-community/gpt2-xl", 64, 1024, Method.FULL),
+    ("meta-llama/Llama-3.2-3B", 64, 4096, Method.FULL),
+    ("meta-llama/Llama-3.1-8B", 64, 4096, Method.FULL),
+    ("Qwen/Qwen2.5-14B", 32, 2048, Method.LORA),
+    ("meta-llama/Llama-2-70b-hf", 128, 4096, Method.FULL),
+    ("mistralai/Mixtral-8x7B-v0.1", 64, 4096, Method.FULL),
+    ("meta-llama/Llama-3.1-405B", 256, 8192, Method.FULL),
+]
+REPEATS = 20
+
+
+def main() -> None:
+    gpus = list(catalog.gpu_types().values())
+    rows = ["| model | method | global batch x seq | plans kept | cold (ms) | median (ms) | max (ms) |",
+            "|---|---|---|---:|---:|---:|---:|"]
+    worst = 0.0
+    for name, batch, seq, method in JOBS:
+        job = JobSpec(model=load_model(name), training=TrainingConfig(method=method), seq_len=seq, global_batch=batch)
+        start = time.perf_counter()
+        kept = len(plan_job(job, gpus))
+        cold = time.perf_counter() - start
+        times = []
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            plan_job(job, gpus)
+            times.append(time.perf_counter() - start)
+        worst = max(worst, max(times))
+        rows.append(f"| {name} | {method.value} | {batch} x {seq} | {kept} | {cold * 1e3:.1f} | "
+                    f"{statistics.median(times) * 1e3:.1f} | {max(times) * 1e3:.1f} |")
+    table = "\n".join(rows)
+    summary = (f"## Plan enumeration speed\n\nOne job's full enumeration over all {len(gpus)} catalog GPU "
+               f"types (up to 64 GPUs; {REPEATS} runs after one cold run). Target: < 50 ms. "
+               f"Worst warm run: {worst * 1e3:.1f} ms.\n\n{table}")
+    print(summary)
+    write_section("plan-speed", summary, command="python bench/plan_speed.py")
+
+
+if __name__ == "__main__":
+    main()

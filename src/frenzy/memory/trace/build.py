@@ -1,0 +1,157 @@
+"""Build the real Hugging Face model of one training rank, on fake tensors.
+
+What is built, by training method (matching MARP's weight accounting):
+  * full: every parameter in the precision's storage dtype (fp32 masters for fp32 and *-mixed,
+    bf16 for bf16);
+  * LoRA: the frozen base in 16 bits (the compute dtype: bf16, or fp16 for fp16-mixed; fp32 for
+    fp32 training), adapters (peft, lora_dropout 0) in the storage dtype;
+  * QLoRA: as LoRA, with every frozen projection except the LM head replaced by an NF4 stand-in
+    (see qlora.py) that dequantises to the compute dtype.
+Tensor parallelism builds one rank's shard: heads, KV heads (at least one), intermediate and vocab
+sizes divided by tp with head_dim pinned, for llama-style families only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from frenzy.core.training import Attention, Method, Precision, TrainingConfig
+
+# Normalised projection names -> module-name suffixes peft matches ("a.b" matches "...a.b").
+_LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+          "gate": ["gate_proj"], "up": ["up_proj"], "down": ["down_proj"]}
+_FUSED_QKV = {"query_key_value"}  # one module answers to q, k and v
+LORA_MODULES: dict[str, dict[str, list[str]]] = {
+    **{family: _LLAMA for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
+                                     "gemma", "gemma2", "stablelm")},
+    "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"],
+             "up": ["c_fc"], "down": ["mlp.c_proj"]},
+    "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
+                 "o": ["attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]},
+    "opt": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc1"], "down": ["fc2"]},
+    "phi": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["dense"], "up": ["fc1"], "down": ["fc2"]},
+    "phi3": {"q": ["qkv_proj"], "k": ["qkv_proj"], "v": ["qkv_proj"], "o": ["o_proj"],
+             "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
+    "falcon": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
+               "o": ["self_attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]},
+    "bloom": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
+              "o": ["self_attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]},
+    "gptj": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc_in"], "down": ["fc_out"]},
+    "gpt_neo": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"],
+                "up": ["c_fc"], "down": ["mlp.c_proj"]},
+}
+# Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
+# only reach their attention (and shared-expert) projections.
+_FUSED_EXPERTS = {"mixtral"}
+TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3")
+
+
+def model_type(cfg: dict) -> str:
+    kind = cfg.get("model_type")
+    if kind is None:
+        archs = ", ".join(cfg.get("architectures", [])) or "unknown"
+        raise ValueError(f"config has no model_type ({archs}); the trace needs a model class bundled with "
+                         "transformers (Qwen v1 needs trust_remote_code and is not traceable)")
+    return kind
+
+
+def lora_target_modules(kind: str, targets: frozenset[str]) -> list[str]:
+    """HF module-name suffixes for normalised targets. A fused module (c_attn, query_key_value,
+    gate_up_proj) is adapted whole when any projection it computes is a target."""
+    table = LORA_MODULES.get(kind)
+    if table is None:
+        raise ValueError(f"no LoRA module names known for model_type '{kind}'; "
+                         f"known: {', '.join(sorted(LORA_MODULES))}")
+    if kind in _FUSED_EXPERTS:
+        targets = targets - {"gate", "up", "down"}
+    names = sorted({name for target in targets for name in table.get(target, [])})
+    if not names:
+        raise ValueError(f"LoRA targets {sorted(targets)} select no module of a {kind} model")
+    return names
+
+
+def shard_config(cfg: dict, tp: int) -> dict:
+    """One tensor-parallel rank's config: heads, KV heads, intermediate and vocab divided by tp."""
+    if tp == 1:
+        return dict(cfg)
+    kind = model_type(cfg)
+    if kind not in TP_FAMILIES:
+        raise ValueError(f"tensor-parallel tracing supports llama-style families ({', '.join(TP_FAMILIES)}), "
+                         f"not '{kind}'; trace with tp=1")
+    out = dict(cfg)
+    heads = cfg["num_attention_heads"]
+    if heads % tp:
+        raise ValueError(f"{heads} attention heads do not split over tp={tp}")
+    out["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    out["num_attention_heads"] = heads // tp
+    out["num_key_value_heads"] = max(1, (cfg.get("num_key_value_heads") or heads) // tp)
+    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+        if cfg.get(key):
+            if cfg[key] % tp:
+                raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
+            out[key] = cfg[key] // tp
+    out["vocab_size"] = math.ceil(cfg["vocab_size"] / tp)
+    return out
+
+
+def param_dtype(precision: Precision) -> torch.dtype:
+    return torch.bfloat16 if precision is Precision.BF16 else torch.float32
+
+
+def compute_dtype(precision: Precision) -> torch.dtype:
+    return {Precision.FP32: torch.float32, Precision.FP16_MIXED: torch.float16}.get(precision, torch.bfloat16)
+
+
+def base_dtype(training: TrainingConfig) -> torch.dtype:
+    """Storage dtype of the model as loaded: frozen bases are 16-bit (fp32 when training in fp32)."""
+    if training.method is Method.FULL:
+        return param_dtype(training.precision)
+    return compute_dtype(training.precision)
+
+
+def attn_implementation(attention: Attention) -> str:
+    return "eager" if attention is Attention.EAGER else "sdpa"
+
+
+def hf_config(cfg: dict, training: TrainingConfig):
+    """transformers config object for a config.json dict (bookkeeping keys dropped, no KV cache)."""
+    from transformers import AutoConfig
+
+    kwargs = {k: v for k, v in cfg.items()
+              if not k.startswith("_") and k not in ("model_type", "torch_dtype", "dtype", "transformers_version")}
+    kwargs["use_cache"] = False
+    config = AutoConfig.for_model(model_type(cfg), **kwargs)
+    config._attn_implementation = attn_implementation(training.attention)
+    return config
+
+
+def build_model(cfg: dict, training: TrainingConfig) -> nn.Module:
+    """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(hf_config(cfg, training), dtype=base_dtype(training),
+                                             attn_implementation=attn_implementation(training.attention))
+    if training.method is not Method.FULL:
+        model = _apply_lora(model, cfg, training)
+    model.train()
+    return model
+
+
+def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    from frenzy.memory.trace.qlora import quantize_base_layers
+
+    modules = lora_target_modules(model_type(cfg), training.trainable_targets)
+    config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM")
+    model = get_peft_model(model, config, autocast_adapter_dtype=False)
+    adapter_dtype = param_dtype(training.precision)
+    for param in model.parameters():
+        if param.requires_grad and param.dtype != adapter_dtype:
+            param.data = param.data.to(adapter_dtype)
+    if training.method is Method.QLORA:
+        quantize_base_layers(model, compute_dtype(training.precision))
+    return model

@@ -1,0 +1,164 @@
+"""trace_step: build one rank's model on fake tensors, run two training steps, measure the second."""
+
+from __future__ import annotations
+
+import gc
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from frenzy.core.hf_config import load_config
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Attention, Method, Recompute, TrainingConfig
+from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
+from frenzy.memory.trace import build, optim, patches, step
+from frenzy.memory.trace.cuda_semantics import CudaSemantics
+from frenzy.memory.trace.qlora import Nf4Linear
+from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
+from frenzy.memory.trace.replay import Replay, replay
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceResult:
+    """What one traced training step used on one GPU (the second step; optimizer state alive)."""
+
+    estimate: MemoryEstimate
+    peak_by_phase: dict[Phase, int]
+    activation_bytes_per_layer: int  # saved for backward by one middle decoder layer (one micro-batch)
+    params: int  # parameters of this rank's model (QLoRA: counting the quantised weights' elements)
+    trainable_params: int
+    trace_seconds: float
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recording:
+    """The raw outcome of a traced run, before replay (for trace_step and for inspection)."""
+
+    log: EventLog
+    params: int
+    trainable_params: int
+    notes: tuple[str, ...]
+
+
+def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int) -> TraceResult:
+    """Run the real HF training step of `model` under `training`/`plan` on fake tensors.
+
+    `plan.tp` shapes the rank's shard; dp, zero, pp and sequence_parallel are not traced (a single
+    rank without communication buffers, sharded states or pipeline stages).
+    """
+    started = time.perf_counter()
+    recording = record_steps(model, training, plan, seq_len)
+    result = replay(recording.log, step.MEASURED_STEP)
+    return TraceResult(
+        estimate=_estimate(result),
+        peak_by_phase=result.peak_by_phase,
+        activation_bytes_per_layer=_layer_growth(result),
+        params=recording.params,
+        trainable_params=recording.trainable_params,
+        trace_seconds=time.perf_counter() - started,
+        notes=recording.notes,
+    )
+
+
+def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
+                 keep_origins: bool = False) -> Recording:
+    """Build and run the model on fake tensors; the allocation log of both steps."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+    cfg, _name = load_config(model)
+    cfg = build.shard_config(cfg, plan.tp)
+    notes = list(_plan_notes(training, plan))
+    with _quiet_gc(), ExitStack() as stack:
+        stack.enter_context(FakeTensorMode())
+        stack.enter_context(patches.gpu_mask_decisions())
+        semantics = stack.enter_context(CudaSemantics())
+        net = build.build_model(cfg, training)
+        layers = patches.decoder_layers(net)
+        vocab = net.get_output_embeddings().weight.shape[0]
+        recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
+        _configure_recompute(net, layers, training, plan, recorder, stack)
+        trainable = [p for p in net.parameters() if p.requires_grad]
+        optimizer = optim.build_optimizer(trainable, training.optimizer)
+        hooks = step.install_hooks(recorder, layers, trainable)
+        with recorder:
+            for tensor in (*net.parameters(), *net.buffers()):
+                recorder.register(tensor, WEIGHTS)
+            step.run_steps(net, optimizer, recorder, precision=training.precision, micro_batch=plan.micro_batch,
+                           seq_len=seq_len, grad_accum=plan.grad_accum, vocab_size=vocab,
+                           host_state=optim.host_state_keys(training.optimizer))
+        log = recorder.stop()
+        for handle in hooks:
+            handle.remove()
+        params, trainable_count = _count_params(net)
+        kernels = ", ".join(f"{name} x{n}" for name, n in sorted(semantics.sdpa_choices.items()))
+        notes.append(f"sdpa kernels (as CUDA would pick): {kernels}" if kernels else "no sdpa calls")
+    return Recording(log=log, params=params, trainable_params=trainable_count, notes=tuple(notes))
+
+
+@contextmanager
+def _quiet_gc():
+    """Frees must follow reference counts alone (as on a GPU between collections), deterministically."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _configure_recompute(net: nn.Module, layers: nn.ModuleList, training: TrainingConfig, plan: ParallelPlan,
+                         recorder: AllocationRecorder, stack: ExitStack) -> None:
+    if plan.recompute is Recompute.FULL:
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif plan.recompute is Recompute.SELECTIVE and training.attention is Attention.EAGER:
+        stack.enter_context(patches.selective_recompute(net, layers, lambda: step.forward_region(recorder)))
+
+
+def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
+    if plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
+        yield "dp/zero/pp/sequence-parallel are not traced: one rank, unsharded states, whole model"
+    if plan.recompute is Recompute.SELECTIVE and training.attention is not Attention.EAGER:
+        yield "selective recomputation = none for flash/sdpa: the fused kernel never stores scores"
+    if training.method is Method.QLORA:
+        yield ("QLoRA: bitsandbytes NF4 represented by its tensors (packed uint8, double-quantised "
+               "absmax, code tables) and MatMul4Bit's autograd (saves packed weight, dequantises twice)")
+    if training.optimizer.value == "adamw-8bit":
+        yield "AdamW8bit: bitsandbytes state layout emulated; in-place update, no step temporaries"
+    yield "runtime overhead (CUDA context, cuBLAS workspace, kernel scratch) is not traceable: 0"
+
+
+def _count_params(net: nn.Module) -> tuple[int, int]:
+    total = sum(p.numel() for p in net.parameters())
+    total += sum(m.in_features * m.out_features for m in net.modules() if isinstance(m, Nf4Linear))
+    return total, sum(p.numel() for p in net.parameters() if p.requires_grad)
+
+
+def _estimate(result: Replay) -> MemoryEstimate:
+    breakdown = dict.fromkeys(COMPONENTS, 0)
+    breakdown.update(result.peak_breakdown)
+    breakdown["allocator_overhead"] = result.reserved_bytes - result.peak_bytes
+    breakdown["runtime_overhead"] = 0
+    return MemoryEstimate(
+        allocated_bytes=result.peak_bytes,
+        reserved_bytes=result.reserved_bytes,
+        device_bytes=result.reserved_bytes,
+        breakdown=breakdown,
+        peak_phase=result.peak_phase,
+        source="trace",
+    )
+
+
+def _layer_growth(result: Replay) -> int:
+    before, after = result.at_marks.get(step.LAYER_PRE), result.at_marks.get(step.LAYER_POST)
+    if before is None or after is None:
+        return 0
+    return after["activations"] - before["activations"]
+
+
+__all__ = ["TraceResult", "trace_step"]
