@@ -160,6 +160,10 @@ def gpus() -> None:
     console.print(table)
 
 
+# ---- command groups from other subsystems register here, one line each ----------------------
+# (each module exposes `register(app)`; keep these imports light: heavy imports go inside commands)
+
+
 def main() -> None:
     app()
 
