@@ -14,7 +14,7 @@ $(BIN)/python:
 # torch is pinned to the exact CPU wheel that every machine carries (see README).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[trace,dev,bench,sim,serve,ray]"
+	$(BIN)/pip install --quiet -e ".[trace,dev,sim,serve,ray]"
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,7 +23,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
-bench: $(STAMP)
+# The other estimators for bench/accuracy.py: DeepSpeed without its CUDA ops, and llm-analysis in its
+# own venv because it pins transformers<5.
+.venv-llm-analysis/bin/python:
+	$(PYTHON) -m venv .venv-llm-analysis
+	.venv-llm-analysis/bin/pip install --quiet "llm-analysis==0.2.2"
+
+bench: $(STAMP) .venv-llm-analysis/bin/python
+	DS_BUILD_OPS=0 $(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/accuracy.py
 

@@ -33,8 +33,11 @@ AttentionOpt = Annotated[str, typer.Option(help="flash | sdpa | eager")]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object (stable interface)")]
 
 
-def _training(precision, method, lora_rank, lora_targets, optimizer, attention):
-    return TrainingFlags(precision, method, lora_rank, lora_targets, optimizer, attention).to_config()
+LoraDropout = Annotated[float, typer.Option(help="LoRA dropout probability (saves a mask per adapter)")]
+
+
+def _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout=0.0):
+    return TrainingFlags(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout).to_config()
 
 
 @app.command()
@@ -46,6 +49,7 @@ def memory(
     method: Method = "full",
     lora_rank: LoraRank = 8,
     lora_targets: LoraTargets = "q,v",
+    lora_dropout: LoraDropout = 0.0,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 0,
     dp: Annotated[int, typer.Option(help="data-parallel degree")] = 1,
     tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
@@ -56,6 +60,8 @@ def memory(
     attention: AttentionOpt = "flash",
     grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
     gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="measure by running the real step on fake tensors")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="formula and trace side by side, term by term")] = False,
     as_json: Json = False,
 ) -> None:
     """Predict the per-GPU peak memory of one training step under one parallel plan."""
@@ -63,27 +69,45 @@ def memory(
 
     try:
         arch = load_model(model)
-        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention)
+        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
         plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=parse_zero(zero), micro_batch=micro_batch,
                             grad_accum=grad_accum, recompute=parse_recompute(recompute),
                             sequence_parallel=sequence_parallel)
         job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=plan.global_batch)
         gpu_type = catalog.gpu_type(gpu) if gpu else None
-        result = estimate(job, plan, gpu_type)
+        results = {"MARP": estimate(job, plan, gpu_type)}
+        if trace or compare:
+            results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
+    result = results["trace"] if trace and not compare else results["MARP"]
     fits = None if gpu_type is None else result.device_bytes <= gpu_type.memory_bytes
     if as_json:
         out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json()}
+        if compare:
+            out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
             out.update(gpu=gpu_type.name, gpu_memory_bytes=gpu_type.memory_bytes, fits=fits)
         print(json.dumps(out, indent=2))
         return
     console.print(arch.summary())
-    console.print(memory_table(f"Peak memory per GPU — {plan.describe()}, seq {seq}", {"MARP": result}))
+    shown = results if compare else {"trace" if trace else "MARP": result}
+    console.print(memory_table(f"Peak memory per GPU — {plan.describe()}, seq {seq}", shown))
+    if trace or compare:
+        console.print("The trace cannot see memory allocated inside kernels (flash-attention backward "
+                      "accumulators, cuBLAS workspaces) nor the CUDA context; MARP adds them.")
     if gpu_type is not None:
         verdict = "[green]fits[/]" if fits else "[red]does not fit[/]"
         console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): {verdict}")
+
+
+def _traced(model: str, training, plan: ParallelPlan, seq: int):
+    try:
+        from frenzy.memory.trace import trace_step
+    except ImportError as exc:
+        raise ValueError(f"--trace needs PyTorch and transformers ({exc.name} is missing): "
+                         "pip install 'frenzy[trace]'") from None
+    return trace_step(model, training, plan, seq).estimate
 
 
 @app.command()
@@ -96,6 +120,7 @@ def plan(
     method: Method = "full",
     lora_rank: LoraRank = 8,
     lora_targets: LoraTargets = "q,v",
+    lora_dropout: LoraDropout = 0.0,
     optimizer: OptimizerOpt = "adamw",
     attention: AttentionOpt = "flash",
     recompute: Annotated[Optional[str], typer.Option(help="fix recomputation (default: planner chooses)")] = None,
@@ -115,7 +140,7 @@ def plan(
         if max_gpus < 1:
             raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
         arch = load_model(model)
-        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention)
+        training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
         job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=global_batch, steps=steps)
         types = ([catalog.gpu_type(g) for g in gpus.split(",") if g.strip()] if gpus
                  else list(catalog.gpu_types().values()))

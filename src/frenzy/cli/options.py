@@ -22,6 +22,7 @@ class TrainingFlags:
     lora_targets: str = "q,v"
     optimizer: str = "adamw"
     attention: str = "flash"
+    lora_dropout: float = 0.0
 
     def to_config(self) -> TrainingConfig:
         targets = tuple(t.strip() for t in self.lora_targets.split(",") if t.strip())
@@ -33,6 +34,7 @@ class TrainingFlags:
             optimizer=parse_choice(Optimizer, self.optimizer),
             attention=parse_choice(Attention, self.attention),
             lora_rank=self.lora_rank,
+            lora_dropout=self.lora_dropout,
             lora_targets=targets,
         )
 

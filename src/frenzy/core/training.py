@@ -123,12 +123,15 @@ class TrainingConfig:
     optimizer: Optimizer = Optimizer.ADAMW
     attention: Attention = Attention.FLASH
     lora_rank: int = 8
+    lora_dropout: float = 0.0  # peft's default; LitGPT's scripts use 0.05
     # Normalised projection names: q, k, v, o, gate, up, down; or "all-linear".
     lora_targets: tuple[str, ...] = ("q", "v")
 
     def __post_init__(self):
         if self.lora_rank < 1:
             raise ValueError(f"lora_rank must be >= 1, got {self.lora_rank}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         allowed = {"q", "k", "v", "o", "gate", "up", "down", ALL_LINEAR}
         unknown = set(self.lora_targets) - allowed
         if unknown:

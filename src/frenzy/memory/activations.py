@@ -61,15 +61,21 @@ def _trains(training: TrainingConfig, names: set[str]) -> bool:
 def _input_saves(arch: ModelArch, training: TrainingConfig, names: set[str], width: int) -> int:
     """Bytes per token that projections reading one tensor of `width` keep of it.
 
-    Pure precisions share the one tensor. Under autocast each matmul casts its fp32 input to bf16
-    afresh, and each copy is saved; a LoRA adapter's A matrix reads (and saves) the input too.
+    Full fine-tuning: pure precisions share the one tensor; under autocast each matmul casts its
+    fp32 input to bf16 afresh and each copy is saved. LoRA: the frozen base saves nothing, each
+    adapter's A matrix saves its input — the shared tensor, its own autocast copy, or, with LoRA
+    dropout, its own dropped copy plus the bool mask.
     """
     readers = [lin for lin in arch.linears if lin.targets & names and not lin.per_expert]
     trainable = [lin for lin in readers if _trains(training, set(lin.targets))]
     if not trainable:
         return 0
-    if not training.precision.is_mixed:
-        return compute_bytes(training.precision) * width
+    p = training.precision
+    copy_bytes = 2 if p.is_mixed else compute_bytes(p)
+    if training.method is not Method.FULL and training.lora_dropout > 0:
+        return (1 + copy_bytes) * width * len(trainable)
+    if not p.is_mixed:
+        return copy_bytes * width
     return 2 * width * len(trainable)
 
 

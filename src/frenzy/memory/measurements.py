@@ -9,6 +9,7 @@ with allocated bytes, `max_memory_reserved` with reserved, nvidia-smi with devic
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,17 @@ NOT_EXPRESSIBLE = {
     ("meta-llama/Llama-3.1-8B", "16.2"): "recipe flags unstated and torch.compile on",
     ("meta-llama/Llama-3.1-8B", "7.4"): "recipe flags unstated and torch.compile on",
     ("meta-llama/Llama-3.1-70B", "27.6"): "recipe flags unstated and torch.compile on",
+    # LitGPT finetune/lora.py (commit 8641822) runs multi-GPU through Lightning 2.1 FSDP1. The measured
+    # per-GPU peaks exceed the 1-GPU run (22.18 GB on 2 GPUs vs 21.3 GB on 1) although the weights are
+    # sharded: that FSDP kept the frozen base weights unsharded through backward, which no ZeRO-3 plan does.
+    ("meta-llama/Llama-2-7b-hf", "22.18"): "FSDP1 kept frozen LoRA base weights unsharded (peak above the 1-GPU run)",
+    ("meta-llama/Llama-2-13b-hf", "35.57"): "FSDP1 kept frozen LoRA base weights unsharded (peak near the 1-GPU run)",
 }
+# LitGPT finetune/lora.py at commit 8641822: r=8 on query and value, lora_dropout=0.05, AdamW.
+LITGPT_LORA_DROPOUT = 0.05
+# LitGPT's own model code runs GELU as one fused op (F.gelu, approximate="tanh" for Phi) where HF's
+# Phi composes `gelu_new` from Python ops; HF's name for the fused op is gelu_pytorch_tanh.
+LITGPT_FUSED_GELU = {"gelu_new": "gelu_pytorch_tanh"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,13 +111,18 @@ def _express(row: dict) -> Measurement:
     try:
         seq, approximate = _seq_len(row["seq_len"])
         method = Method(row["method"])
+        dropout = LITGPT_LORA_DROPOUT if "litgpt" in row["source"] else 0.0
         training = TrainingConfig(precision=_precision(row["precision"]), method=method, optimizer=Optimizer.ADAMW,
-                                  attention=Attention.FLASH, lora_rank=8, lora_targets=("q", "v"))
+                                  attention=Attention.FLASH, lora_rank=8, lora_targets=("q", "v"),
+                                  lora_dropout=dropout)
         recompute = Recompute.FULL if row["checkpointing"].startswith("full") else Recompute.NONE
         plan = ParallelPlan(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
                             zero=ZeroStage(int(row["zero_stage"])), micro_batch=int(row["micro_batch"]),
                             recompute=recompute)
-        job = JobSpec(model=load_model(row["model"]), training=training, seq_len=seq, global_batch=plan.global_batch)
+        arch = load_model(row["model"])
+        if "litgpt" in row["source"]:
+            arch = dataclasses.replace(arch, activation=LITGPT_FUSED_GELU.get(arch.activation, arch.activation))
+        job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=plan.global_batch)
     except (FrenzyError, ValueError) as exc:
         return Measurement(row=row, reason=f"cannot be stated as a job: {exc}")
     metric, unit = _metric_and_unit(row["notes"])
