@@ -19,15 +19,16 @@ Everything here is bytes per token of one micro-batch on one tensor-parallel ran
 
 from __future__ import annotations
 
+from enum import Enum
 from functools import lru_cache
 
 from frenzy.core.model import ModelArch, Norm
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
 
-# Activations composed of Python-level ops save more intermediates (transformers.activations).
-# Count of I-wide tensors each MLP activation saves, beside its input.
-_EXTRA_SAVED_BY_ACTIVATION = {"gelu_new": 3, "gelu_fast": 3, "quick_gelu": 1}
+# MLP activations that transformers composes from Python ops (transformers.activations), each of
+# which keeps its own inputs for backward.
+_COMPOSED_GELU = {"gelu_new", "gelu_fast"}
 
 
 def compute_bytes(precision: Precision) -> int:
@@ -102,47 +103,86 @@ def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     return kept
 
 
+class Kernel(Enum):
+    """The attention kernel that runs, which decides what attention keeps for backward."""
+
+    FLASH = "flash"  # flash-attention: q, k, v, output, fp32 logsumexp
+    EFFICIENT = "efficient"  # memory-efficient (cutlass) kernel: the same tensors
+    MATH = "math"  # SDPA's composite fallback: scaled q, expanded k and v, probabilities
+    EAGER = "eager"  # the model's own matmul + softmax code
+
+
+def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
+    """PyTorch's SDPA picks flash for 16-bit inputs with head_dim <= 256 (multiple of 8), else the
+    memory-efficient kernel, which (in PyTorch 2.13) does not take grouped KV heads; HF passes
+    `enable_gqa` when there is no mask, so fp32 GQA models fall to the math kernel."""
+    if training.attention is Attention.EAGER:
+        return Kernel.EAGER
+    low = compute_bytes(training.precision) == 2
+    if low and arch.head_dim <= 256 and arch.head_dim % 8 == 0:
+        return Kernel.FLASH
+    grouped = arch.num_kv_heads != arch.num_heads and arch.head_dim <= 256
+    if not grouped and arch.head_dim % (8 if low else 4) == 0:
+        return Kernel.EFFICIENT
+    return Kernel.MATH
+
+
 def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
     """Attention block of one layer, bytes per token on one tensor-parallel rank."""
     c = compute_bytes(training.precision)
-    tp = plan.tp
-    heads = arch.num_heads // tp
+    heads = arch.num_heads // plan.tp
     q_dim = heads * arch.head_dim
-    kv_dim = max(arch.num_kv_heads // tp, 1) * arch.head_dim
+    kv_dim = max(arch.num_kv_heads // plan.tp, 1) * arch.head_dim
     fused = any(lin.name == "qkv" for lin in arch.linears)
+    kernel = attention_kernel(arch, training)
     items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
     if arch.qk_norm:  # Qwen3: per-head RMSNorm on q and k keeps fp32 inputs and normalised outputs
         items["qk_norm"] = (4 + c) * (q_dim + kv_dim)
-    # SDPA keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
+    # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
     if fused and arch.rotary_dim:
         items["qkv"] += c * (q_dim + kv_dim)
-    if training.attention.materialises_scores:
-        if plan.recompute < Recompute.SELECTIVE:
+    if kernel in (Kernel.EAGER, Kernel.MATH):
+        items["qkv"] += 2 * c * (q_dim - kv_dim)  # k and v expanded to every query head
+        if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
-        items["qkv"] += 2 * c * (q_dim - kv_dim)  # eager expands GQA k, v to all heads (repeat_kv)
+        elif kernel is Kernel.MATH:
+            items["scores"] = c * heads * seq  # softmax output in the input dtype
+        # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
+        items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
     else:
-        items["attn_out"] = c * q_dim + 4 * heads  # the fused kernel keeps its output and fp32 logsumexp
-    items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
+        # Fused kernels keep their output (whose memory is already (b, s, heads, d), so o_proj reads
+        # it without a copy) and an fp32 logsumexp per head.
+        items["attn_out"] = c * q_dim + 4 * heads
     if arch.hidden_dropout > 0:
         items["attn_dropout_mask"] = arch.hidden_size
     return items
 
 
+def _activation_saved_bytes(arch: ModelArch, precision: Precision) -> int:
+    """Bytes per intermediate element the MLP activation keeps. Fused ops keep their input; relu
+    keeps its output. `gelu_new` is composed of Python ops: pow keeps its input, tanh its output,
+    and the final product keeps 0.5x and 1 + tanh; under autocast pow runs in fp32, so its input
+    copy, tanh and 1 + tanh are fp32."""
+    c = compute_bytes(precision)
+    if arch.activation in _COMPOSED_GELU:
+        wide = 4 if precision.is_mixed else c
+        return 3 * wide + c
+    return c
+
+
 def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
     c = compute_bytes(training.precision)
     inter = arch.intermediate_size // plan.tp
-    names = {"gate", "up"}
-    items = {"mlp_input": _input_saves(arch, training, names, arch.hidden_size)}
-    extra = _EXTRA_SAVED_BY_ACTIVATION.get(arch.activation, 0)
+    items = {"mlp_input": _input_saves(arch, training, {"gate", "up"}, arch.hidden_size)}
+    down_input = c * inter if _trains(training, {"down"}) else 0
     if arch.mlp_gated:
-        # act(gate) saves gate; the product saves act(gate) and up; down saves the product
-        body = 3 * c * inter + (c * inter if _trains(training, {"down"}) else 0)
+        # act(gate) keeps gate; the product keeps act(gate) and up; down keeps the product
+        body = _activation_saved_bytes(arch, training.precision) * inter + 2 * c * inter + down_input
     elif arch.activation == "relu":
-        body = c * inter  # relu saves its output, which is also fc2's input
+        body = c * inter  # relu keeps its output, which is also fc2's input
     else:
-        body = c * inter + (c * inter if _trains(training, {"down"}) else 0)
-    body += extra * c * inter
+        body = _activation_saved_bytes(arch, training.precision) * inter + down_input
     if arch.is_moe:
         # Each token passes through its top-k experts: their inputs (gathered copies) and bodies,
         # plus fp32 router logits and softmax (E per token) and the routing weights.
