@@ -60,6 +60,15 @@ def _head_gradient_bytes(job: JobSpec, plan: ParallelPlan) -> int:
     return rows * job.training.precision.param_bytes // states.zero_divisor(plan, states.ZeroStage.GRADIENTS)
 
 
+def _embedding_gradient_temporary_bytes(job: JobSpec, plan: ParallelPlan, stage: int) -> int:
+    """A tied embedding already holds the LM head's gradient when the embedding backward produces
+    its own full-size gradient; the two coexist until they are summed."""
+    arch = job.model
+    if stage != 0 or not arch.tie_word_embeddings or plan.pp > 1 or job.training.method is not Method.FULL:
+        return 0
+    return arch.vocab_size * arch.hidden_size // plan.tp * job.training.precision.param_bytes
+
+
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
     """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
     arch, training = job.model, job.training
@@ -93,6 +102,9 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         # backward leaving the first layer: all gradients, one layer's activations and copies left
         (Phase.BACKWARD, (weights + casts // max(layers, 1), grads, opt, others + per_layer, 0,
                           layer_temp + buckets + dequant)),
+        # backward through the embedding: a tied embedding's second gradient beside the first
+        (Phase.BACKWARD, (weights, grads, opt, others, 0, buckets + _embedding_gradient_temporary_bytes(
+            job, plan, stage))),
         (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
     ]
 

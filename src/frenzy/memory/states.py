@@ -31,6 +31,7 @@ class StageParams:
     trainable: int  # full fine-tuning: everything; LoRA: the adapters only
     largest_tensor: int  # elements of the largest trainable tensor (per-tensor optimizer temporaries)
     layers: int
+    matmul: int = 0  # parameters that feed matmuls (projections and the LM head): autocast casts them
 
     @property
     def total(self) -> int:
@@ -68,16 +69,19 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
         other += arch.head_params() // tp
         if arch.tie_word_embeddings and pp > 1:
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
+    head = arch.vocab_size * (arch.embed_proj_dim or arch.hidden_size) // tp + (arch.vocab_size if arch.lm_head_bias else 0)
+    matmul = linear + (head if last else 0)
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
                       max(lin.sharded_params(tp) for lin in arch.linears))
         return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
-                           largest_tensor=largest, layers=layers)
+                           largest_tensor=largest, layers=layers, matmul=matmul)
     targets = training.trainable_targets
     adapters = [lin for lin in arch.linears if lin.targets & targets]
     lora = sum(lora_params(lin, training.lora_rank, tp) * copies[lin.name] for lin in adapters) * layers
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
-    return StageParams(frozen_linear=linear, frozen_other=other, trainable=lora, largest_tensor=largest, layers=layers)
+    return StageParams(frozen_linear=linear, frozen_other=other, trainable=lora, largest_tensor=largest,
+                       layers=layers, matmul=matmul + lora)
 
 
 def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
@@ -138,14 +142,16 @@ def optimizer_step_temporary_bytes(params: StageParams, training: TrainingConfig
 
 
 def autocast_weight_copy_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
-    """Under autocast (*-mixed), each fp32 weight used by a matmul gets a 16-bit copy that the
-    autograd graph keeps for the backward matmul: 2 B per projection/head parameter, alive from its
-    forward use to its backward. (Trainable weights' casts are cached per forward; frozen ones are
-    re-cast per use, same total.) Not present with ZeRO-3, whose unsharded buffers are already 16-bit."""
+    """Under autocast (*-mixed) every weight (and bias) a matmul uses gets a 16-bit copy that the
+    autograd graph keeps for the backward matmul: 2 B per projection and LM-head parameter, alive
+    from its forward use to its backward. Embedding lookups and norms are not cast. A LoRA/QLoRA
+    base is stored 16-bit (or NF4) already, so only the fp32 adapters are cast; ZeRO-3's unsharded
+    buffers are 16-bit too."""
     if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS:
         return 0
-    matmul_params = params.frozen_linear + params.trainable if training.method is Method.FULL else params.frozen_linear
-    return 2 * matmul_params
+    if training.method is not Method.FULL:
+        return 2 * params.trainable  # the frozen base is stored 16-bit already; only adapters are cast
+    return 2 * params.matmul
 
 
 def fsdp_unsharded_bytes(arch: ModelArch, params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
