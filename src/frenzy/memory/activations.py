@@ -184,11 +184,13 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     else:
         body = _activation_saved_bytes(arch, training.precision) * inter + down_input
     if arch.is_moe:
-        # Each token passes through its top-k experts: their inputs (gathered copies) and bodies,
-        # plus fp32 router logits and softmax (E per token) and the routing weights.
+        # Each token passes through its top-k experts: their gathered inputs, bodies and outputs
+        # (kept by the routing-weight product), plus the router's fp32 softmax over E experts and
+        # its int64 indices and fp32 weights per choice (transformers' grouped-mm experts).
         k = arch.experts_per_token
-        items["mlp_input"] = k * c * arch.hidden_size + 4 * 2 * arch.num_experts
-        body *= k
+        items["mlp_input"] = k * c * arch.hidden_size
+        items["router"] = 4 * arch.num_experts + 40 * k + 4
+        body = k * (body + c * arch.hidden_size)
         if arch.shared_expert_size:
             body += 4 * c * arch.shared_expert_size // plan.tp + c * arch.hidden_size
     items["mlp_body"] = body
@@ -197,9 +199,16 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     return items
 
 
+def norms_saved(arch: ModelArch, training: TrainingConfig) -> int:
+    """A layer's norms. Parallel-residual LayerNorms (GPT-NeoX) read the same input: kept once."""
+    if arch.norm is Norm.LAYER and arch.parallel_residual:
+        return norm_saved(arch, training) + 8 * (arch.norms_per_layer - 1)
+    return arch.norms_per_layer * norm_saved(arch, training)
+
+
 def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
     """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
-    items = {"norms": arch.norms_per_layer * norm_saved(arch, training)}
+    items = {"norms": norms_saved(arch, training)}
     items.update(attention_saved(arch, training, plan, seq))
     items.update(mlp_saved(arch, training, plan))
     if plan.sequence_parallel:
@@ -242,13 +251,40 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
 
 
-def embedding_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
-    """Token ids and labels (int64, with the shifted copy) and the embedding output where it is
-    kept (learned positions add a sum; dropout a mask)."""
-    ids = 8 * 3
-    if arch.hidden_dropout > 0:
-        ids += arch.hidden_size
-    return ids
+def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool) -> int:
+    """Saved tensors outside the decoder layers: on the first stage the token ids and labels
+    (int64, with the shifted copy) and an embedding dropout mask; on the last stage the final
+    norm and the LM head's input (its own 16-bit cast under autocast) when the head trains."""
+    total = 0
+    cast = 2 if training.precision.is_mixed else compute_bytes(training.precision)
+    trains = training.method is Method.FULL
+    if first:
+        total += 8 * 3 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
+        if arch.embed_proj_dim and trains:  # OPT-350m's project_in keeps the narrow embedding
+            total += cast * arch.embed_proj_dim
+    if last:
+        total += norm_saved(arch, training) if arch.final_norm else 0
+        if trains:
+            total += cast * (arch.embed_proj_dim or arch.hidden_size)
+            if arch.embed_proj_dim:  # project_out keeps its hidden-wide input
+                total += cast * arch.hidden_size
+    return total
+
+
+def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
+                                        seq: int) -> int:
+    """With a frozen base (LoRA) the first layer's input does not require grad, so what only that
+    input feeds keeps nothing: the first norm, and in parallel-residual layers the whole MLP branch
+    unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)"""
+    if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
+        return 0
+    unsaved = norm_saved(arch, training)
+    if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:
+        mlp = mlp_saved(arch, training, plan)
+        unsaved += mlp["mlp_body"] + mlp.get("mlp_dropout_mask", 0)
+        if arch.norms_per_layer > 1 and arch.norm is not Norm.LAYER:
+            unsaved += norm_saved(arch, training)
+    return unsaved
 
 
 def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> tuple[int, int, int]:
@@ -262,12 +298,11 @@ def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Para
     output and its input in fp32."""
     vocab = arch.vocab_size // plan.tp
     c = compute_bytes(training.precision)
-    lm_input = 0 if training.method is not Method.FULL else c * arch.hidden_size
     forward = (c if c == 2 else 0) * vocab + 8 * vocab
-    kept = 4 * vocab + lm_input
-    backward = 12 * vocab + lm_input
+    kept = 4 * vocab
+    backward = 12 * vocab
     if arch.logit_softcap:
         forward += 8 * vocab
         kept += 8 * vocab
         backward += 8 * vocab
-    return forward + lm_input, kept, backward
+    return forward, kept, backward

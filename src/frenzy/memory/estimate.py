@@ -81,12 +81,16 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
     per_layer = act.stored_bytes_per_token_per_layer(arch, training, plan, job.seq_len) * tokens
-    one_batch = layers * per_layer + act.embedding_bytes_per_token(arch, training) * tokens
+    outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last)
+    if stage == 0:
+        outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
+    one_batch = layers * per_layer + outside * tokens
     saved = one_batch * inflight
     others = one_batch * (inflight - 1)
     full_layer = act.layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
+    # Under full recomputation backward re-runs one layer's forward: its activations come back.
     recomputed = full_layer if plan.recompute is Recompute.FULL else 0
-    layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens + recomputed
+    layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0
     if last:
@@ -98,9 +102,10 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         # backward at the loss: the logits gradient on top of everything forward kept
         (Phase.BACKWARD, (with_casts, early_grads, opt, saved, logits_bwd, dequant)),
         # backward entering the last layer: head gradient allocated, one layer's temporaries
-        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved, 0, layer_temp + buckets + dequant)),
+        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved + recomputed, 0,
+                          layer_temp + buckets + dequant)),
         # backward leaving the first layer: all gradients, one layer's activations and copies left
-        (Phase.BACKWARD, (weights + casts // max(layers, 1), grads, opt, others + per_layer, 0,
+        (Phase.BACKWARD, (weights + casts // max(layers, 1), grads, opt, others + per_layer + recomputed, 0,
                           layer_temp + buckets + dequant)),
         # backward through the embedding: a tied embedding's second gradient beside the first
         (Phase.BACKWARD, (weights, grads, opt, others, 0, buckets + _embedding_gradient_temporary_bytes(

@@ -1,20 +1,59 @@
 """Orders in which a job's feasible plans are offered to the scheduler (first = preferred).
 
-A ranking is a key function over PlanChoice; `RANKINGS` maps an objective name to one. The perf
-model (frenzy.perf) will replace these proxies with predicted finish time and cost.
+A ranking is a key function over PlanChoice; `RANKINGS` maps an objective name to one:
+  time  predicted finish time on an idle cluster (steps x frenzy.perf step time), fewest GPUs on ties;
+  cost  predicted GPU-hours x the type's price per GPU-hour, then the finish time.
+The plan's job is not part of PlanChoice, so the objective-aware keys are built per job by
+`rank_key(objective, job)`; the module-level keys ignore the job and stay as proxies.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
+from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice, RankKey, rank_by_gpus_then_headroom
+from frenzy.perf.step import step_time
+
+__all__ = ["RANKINGS", "rank_by_gpus_then_headroom", "rank_by_hourly_cost", "rank_key",
+           "predicted_duration_s", "predicted_cost_usd"]
+
+
+def predicted_duration_s(job: JobSpec, choice: PlanChoice) -> float:
+    """Seconds the job's steps take under this plan (frenzy.perf), start-up not included."""
+    return job.steps * step_time(job, choice.plan, choice.gpu).total_s
+
+
+def predicted_cost_usd(job: JobSpec, choice: PlanChoice) -> float:
+    """GPU-hours x the catalog's price per GPU-hour."""
+    return predicted_duration_s(job, choice) / 3600 * choice.num_gpus * choice.gpu.price_per_gpu_hour_usd
 
 
 def rank_by_hourly_cost(choice: PlanChoice) -> tuple:
-    """Cheapest per hour (GPUs x price per GPU-hour), then the most headroom."""
+    """Cheapest per hour (GPUs x price per GPU-hour), then the most headroom (no perf model)."""
     hourly = choice.num_gpus * choice.gpu.price_per_gpu_hour_usd
     return (hourly, -choice.headroom_fraction, choice.gpu.name)
 
 
+def _by_finish_time(job: JobSpec) -> RankKey:
+    return lambda c: (predicted_duration_s(job, c), c.num_gpus, -c.headroom_fraction, c.gpu.name)
+
+
+def _by_cost(job: JobSpec) -> RankKey:
+    return lambda c: (predicted_cost_usd(job, c), predicted_duration_s(job, c), c.gpu.name)
+
+
+RANK_FACTORIES: dict[str, Callable[[JobSpec], RankKey]] = {"time": _by_finish_time, "cost": _by_cost}
+
+
+def rank_key(objective: str, job: JobSpec) -> RankKey:
+    """The ranking key of `objective` for this job; ValueError listing the objectives otherwise."""
+    if objective not in RANK_FACTORIES:
+        raise ValueError(f"unknown objective '{objective}'; choose one of: {', '.join(RANK_FACTORIES)}")
+    return RANK_FACTORIES[objective](job)
+
+
+# Job-independent keys, kept for callers that rank without a job at hand.
 RANKINGS: dict[str, RankKey] = {
     "time": rank_by_gpus_then_headroom,
     "cost": rank_by_hourly_cost,

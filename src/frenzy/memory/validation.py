@@ -102,3 +102,53 @@ def compare(case: Case) -> Comparison:
         traced = trace_step(model, case.training, case.plan, case.seq_len)
     return Comparison(case=case, formula=formula, traced=traced.estimate, trace_seconds=traced.trace_seconds,
                       notes=traced.notes)
+
+
+# ---- the validation matrix -----------------------------------------------------------------------
+
+# A Mixtral-shaped MoE small enough to trace in seconds (8 experts, top-2, GQA).
+SMALL_MOE = (("hidden_size", 512), ("intermediate_size", 1792), ("num_attention_heads", 8),
+             ("num_key_value_heads", 2), ("vocab_size", 32000))
+SMALL_QWEN_MOE = (("hidden_size", 512), ("moe_intermediate_size", 256), ("shared_expert_intermediate_size", 1024),
+                  ("num_attention_heads", 8), ("num_key_value_heads", 8), ("num_experts", 16), ("num_experts_per_tok", 4),
+                  ("vocab_size", 32000))
+
+
+def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
+          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw"):
+    from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute
+
+    training = TrainingConfig(precision=Precision(precision), method=Method(method), attention=Attention(attention),
+                              lora_targets=targets, optimizer=Optimizer(optimizer))
+    plan = ParallelPlan(micro_batch=mb, tp=tp, recompute=Recompute.parse(recompute))
+    return Case(model=model, training=training, plan=plan, seq_len=seq, layers=layers, overrides=tuple(overrides))
+
+
+def fast_cases() -> list[Case]:
+    """Two-layer versions of catalog models across families and settings: seconds each (make test)."""
+    return [
+        _case("meta-llama/Llama-3.2-1B", precision="bf16"),
+        _case("meta-llama/Llama-3.2-1B"),
+        _case("meta-llama/Llama-3.2-1B", precision="fp32", mb=1),
+        _case("meta-llama/Llama-3.2-1B", method="lora", targets=("all-linear",)),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", recompute="full", mb=4),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", attention="eager", mb=1),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", tp=2),
+        _case("mistralai/Mistral-7B-v0.1", precision="bf16", method="lora", seq=1024, mb=1),
+        _case("Qwen/Qwen2.5-0.5B", mb=4),
+        _case("Qwen/Qwen2.5-0.5B", method="lora", precision="bf16"),
+        _case("Qwen/Qwen3-0.6B", precision="bf16"),
+        _case("openai-community/gpt2", precision="bf16", mb=4),
+        _case("openai-community/gpt2", mb=4),
+        _case("openai-community/gpt2", precision="bf16", attention="eager"),
+        _case("EleutherAI/pythia-160m", mb=4),
+        _case("EleutherAI/pythia-160m", precision="bf16", method="lora"),
+        _case("facebook/opt-125m", precision="bf16", mb=4),
+        _case("facebook/opt-350m", precision="bf16"),
+        _case("microsoft/phi-1_5", precision="bf16"),
+        _case("microsoft/phi-2"),
+        _case("microsoft/Phi-3-mini-4k-instruct", precision="bf16"),
+        _case("google/gemma-2b", precision="bf16"),
+        _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", overrides=SMALL_MOE),
+        _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
+    ]

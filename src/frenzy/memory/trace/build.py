@@ -14,11 +14,13 @@ sizes divided by tp with head_dim pinned, for llama-style families only.
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 
 import torch
 from torch import nn
 
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
+from frenzy.memory.trace.patches import setattr_during
 
 # Normalised projection names -> module-name suffixes peft matches ("a.b" matches "...a.b").
 _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
@@ -50,11 +52,13 @@ TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3")
 
 
 def model_type(cfg: dict) -> str:
+    from transformers import CONFIG_MAPPING
+
     kind = cfg.get("model_type")
-    if kind is None:
-        archs = ", ".join(cfg.get("architectures", [])) or "unknown"
-        raise ValueError(f"config has no model_type ({archs}); the trace needs a model class bundled with "
-                         "transformers (Qwen v1 needs trust_remote_code and is not traceable)")
+    if kind not in CONFIG_MAPPING:
+        archs = ", ".join(cfg.get("architectures", [])) or "unknown architecture"
+        raise ValueError(f"model_type {kind!r} ({archs}) has no model class in transformers; the trace needs "
+                         "one (Qwen v1 needs trust_remote_code and cannot be traced)")
     return kind
 
 
@@ -116,38 +120,63 @@ def attn_implementation(attention: Attention) -> str:
     return "eager" if attention is Attention.EAGER else "sdpa"
 
 
-def hf_config(cfg: dict, training: TrainingConfig):
+def hf_config(cfg: dict):
     """transformers config object for a config.json dict (bookkeeping keys dropped, no KV cache)."""
     from transformers import AutoConfig
 
     kwargs = {k: v for k, v in cfg.items()
               if not k.startswith("_") and k not in ("model_type", "torch_dtype", "dtype", "transformers_version")}
     kwargs["use_cache"] = False
-    config = AutoConfig.for_model(model_type(cfg), **kwargs)
-    config._attn_implementation = attn_implementation(training.attention)
-    return config
+    return AutoConfig.for_model(model_type(cfg), **kwargs)
 
 
-def build_model(cfg: dict, training: TrainingConfig) -> nn.Module:
-    """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode."""
+def build_model(cfg: dict, training: TrainingConfig) -> tuple[nn.Module, list[str]]:
+    """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode; and notes."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_config(hf_config(cfg, training), dtype=base_dtype(training),
-                                             attn_implementation=attn_implementation(training.attention))
+    notes = []
+    config = hf_config(cfg)
+    implementation = attn_implementation(training.attention)
+    if implementation == "sdpa" and not _supports_sdpa(config):
+        # What transformers itself picks for such a model when no implementation is requested.
+        implementation = "eager"
+        notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
+    config._attn_implementation = implementation
+    model = AutoModelForCausalLM.from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
     if training.method is not Method.FULL:
         model = _apply_lora(model, cfg, training)
     model.train()
-    return model
+    return model, notes
+
+
+def _supports_sdpa(config) -> bool:
+    from transformers import AutoModelForCausalLM
+
+    model_class = AutoModelForCausalLM._model_mapping[type(config)]
+    return bool(getattr(model_class, "_supports_sdpa", False))
+
+
+def _replace_module(self, parent, child_name, new_module, child) -> None:
+    setattr(parent, child_name, new_module)  # peft's version then moves it to the device: not needed
 
 
 def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Module:
     from peft import LoraConfig, get_peft_model
+    from peft.tuners.lora.model import LoraModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
 
     from frenzy.memory.trace.qlora import quantize_base_layers
 
     modules = lora_target_modules(model_type(cfg), training.trainable_targets)
     config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM")
-    model = get_peft_model(model, config, autocast_adapter_dtype=False)
+    # peft moves each adapter to its base layer's device and dtype with Module.to(), which swaps
+    # tensors and fails on fake parameters (FakeTensorMode's memo holds weak references to some).
+    # Everything is on one fake device, so only the dtype matters; it is set below through .data.
+    with ExitStack() as stack:
+        stack.enter_context(setattr_during(BaseTunerLayer, "_move_adapter_to_device_of_base_layer",
+                                           lambda self, *args, **kwargs: None))
+        stack.enter_context(setattr_during(LoraModel, "_replace_module", _replace_module))
+        model = get_peft_model(model, config, autocast_adapter_dtype=False)
     adapter_dtype = param_dtype(training.precision)
     for param in model.parameters():
         if param.requires_grad and param.dtype != adapter_dtype:

@@ -12,10 +12,13 @@ backward) exactly like a cast made by CUDA autocast.
      * CUDA "fp32_set_opt_dtype" ops: softmax, log_softmax, cumsum, sum, prod, norms get
        dtype=float32 on CUDA when no dtype is given (GPT-2's eager softmax: fp32 probabilities);
      * CUDA casts addmv, addr and mv to 16 bits, CPU does not;
+     * CUDA computes an fp32 (log_)softmax of an fp16 input in one kernel (`half_to_float`), CPU
+       first copies the input to fp32 (eager attention scores under fp16-mixed);
      * CPU autocast casts cross_entropy's input to fp32 up front (an extra fp32 copy of the logits),
        CUDA only runs its log_softmax in fp32: `cross_entropy` is re-composed as on CUDA.
    The mode applies the CUDA policy to these ops whenever CPU autocast is on, before CPU autocast
-   sees them. Ops both lists agree on are left to CPU autocast.
+   sees them. Ops both lists agree on are left to CPU autocast. Activation recomputation runs
+   inside backward, where torch-function modes are off: checkpoints get `checkpoint_contexts`.
 2. SDPA kernel choice. On CPU, SDPA runs the flash kernel (keeps output + fp32 logsumexp, as CUDA
    flash does) for any dtype and GQA, but falls back to the math kernel (materialises b x h x s x s)
    whenever dropout > 0. CUDA picks flash for fp16/bf16 without a mask, memory-efficient otherwise
@@ -26,6 +29,8 @@ backward) exactly like a cast made by CUDA autocast.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -55,8 +60,30 @@ def _cast(value, dtype: torch.dtype, only: tuple[torch.dtype, ...]):
     return value
 
 
+def _dtype_given(args, kwargs) -> bool:
+    return kwargs.get("dtype") is not None or any(isinstance(a, torch.dtype) for a in args)
+
+
 def _has_low(args) -> bool:
     return any(isinstance(a, torch.Tensor) and a.dtype in _LOW for a in args)
+
+
+_SOFTMAXES = {"softmax": torch._softmax, "log_softmax": torch._log_softmax}
+
+
+def _half_to_float_softmax(name: str, args, kwargs, autocast: bool):
+    """CUDA computes an fp32 (log_)softmax of an fp16 tensor in one kernel (half_to_float); the CPU
+    composite first makes an fp32 copy of the input. None where this does not apply."""
+    x = args[0] if args else kwargs.get("input")
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    if not isinstance(x, torch.Tensor) or x.dtype is not torch.float16 or not isinstance(dim, int):
+        return None
+    dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, torch.dtype)), None)
+    if dtype is None and autocast:
+        dtype = torch.float32  # CUDA autocast: fp32_set_opt_dtype
+    if dtype is not torch.float32:
+        return None
+    return _SOFTMAXES[name](x, dim, True)
 
 
 def cuda_sdpa_backend(dtype: torch.dtype, heads_q: int, heads_kv: int, head_dim: int,
@@ -83,17 +110,31 @@ class CudaSemantics(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "scaled_dot_product_attention":
             return self._sdpa(func, args, kwargs)
-        if not torch.is_autocast_enabled("cpu"):
+        autocast = torch.is_autocast_enabled("cpu")
+        if name in _SOFTMAXES and (fused := _half_to_float_softmax(name, args, kwargs, autocast)) is not None:
+            return fused
+        if not autocast:
             return func(*args, **kwargs)
         if name in _CUDA_FP32 and _has_low(args):
             return func(*_cast(args, torch.float32, _LOW), **kwargs)
-        if name in _CUDA_FP32_SET_OPT_DTYPE and kwargs.get("dtype") is None and _has_low(args):
-            return func(*args, **kwargs, dtype=torch.float32)
+        if name in _CUDA_FP32_SET_OPT_DTYPE and _has_low(args) and not _dtype_given(args, kwargs):
+            return func(*args, **{**kwargs, "dtype": torch.float32})
         if name in _CUDA_LOWER:
             return func(*_cast(args, torch.get_autocast_dtype("cpu"), (torch.float32,)), **kwargs)
         if name == "cross_entropy" and _has_low(args[:1]):
             return self._cross_entropy(*args, **kwargs)
         return func(*args, **kwargs)
+
+    def checkpoint_contexts(self):
+        """`context_fn` for torch.utils.checkpoint: the autograd engine runs recomputation without
+        the caller's torch-function modes (verified on torch 2.13), so the re-run enters this mode
+        again and makes the same dtype and kernel decisions as the first forward."""
+        return nullcontext(), self._reentered()
+
+    @contextmanager
+    def _reentered(self):
+        with self:
+            yield
 
     @staticmethod
     def _cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,

@@ -11,6 +11,12 @@ refuses every decision that needs tensor values. Two of those change memory:
   all-ones one when none is passed); a GPU run sees it is all ones and drops it. Our inputs are
   never padded, so the patch decides as if no padding mask was given.
 
+MoE experts (Mixtral, Qwen2-MoE) use transformers 5's default `grouped_mm` experts implementation:
+sort by expert, histc, cumsum offsets and one grouped GEMM over all tokens x top-k rows. Its shapes
+do not depend on the routing, so fake tensors run it as is and the memory does not depend on how
+balanced the (random) routing is. The fake CPU grouped GEMM accepts bf16 only; for other dtypes the
+patch selects transformers' own fallback op, which has the same inputs, outputs and saved tensors.
+
 `selective_recompute` implements Recompute.SELECTIVE for eager attention by checkpointing only the
 attention core (QK^T, softmax, dropout, PV), the part Korthikanti et al. recompute.
 """
@@ -21,12 +27,13 @@ import sys
 from contextlib import ExitStack, contextmanager
 from functools import partial
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 
 @contextmanager
-def _setattr(obj, name: str, value):
+def setattr_during(obj, name: str, value):
     original = getattr(obj, name)
     setattr(obj, name, value)
     try:
@@ -36,22 +43,28 @@ def _setattr(obj, name: str, value):
 
 
 @contextmanager
-def gpu_mask_decisions():
-    """Patch transformers' mask helpers to decide as they would on real, unpadded GPU inputs."""
+def gpu_decisions():
+    """Patch transformers' helpers to decide as they would on real, unpadded GPU inputs."""
     from transformers import masking_utils
+    from transformers.integrations import moe
 
-    original = masking_utils._ignore_causal_mask_sdpa
+    original_ignore = masking_utils._ignore_causal_mask_sdpa
+    original_grouped = moe._can_use_grouped_mm
 
     def ignore_causal_mask_sdpa(padding_mask, *args, **kwargs):
-        return original(None, *args, **kwargs)
+        return original_ignore(None, *args, **kwargs)
+
+    def can_use_grouped_mm(input, weight, offs):
+        return weight.dtype == torch.bfloat16 and original_grouped(input, weight, offs)
 
     with ExitStack() as stack:
-        stack.enter_context(_setattr(masking_utils, "find_packed_sequence_indices", lambda position_ids: None))
-        stack.enter_context(_setattr(masking_utils, "_ignore_causal_mask_sdpa", ignore_causal_mask_sdpa))
+        stack.enter_context(setattr_during(masking_utils, "find_packed_sequence_indices", lambda position_ids: None))
+        stack.enter_context(setattr_during(masking_utils, "_ignore_causal_mask_sdpa", ignore_causal_mask_sdpa))
+        stack.enter_context(setattr_during(moe, "_can_use_grouped_mm", can_use_grouped_mm))
         yield
 
 
-def _recomputed(fn, region):
+def _recomputed(fn, region, context_fn):
     """`fn` under non-reentrant activation checkpointing; the re-run is labelled by `region`."""
 
     def run(*args, **kwargs):
@@ -59,7 +72,7 @@ def _recomputed(fn, region):
             return fn(*args, **kwargs)
 
     def checkpointed(*args, **kwargs):
-        return checkpoint(run, *args, use_reentrant=False, **kwargs)
+        return checkpoint(run, *args, use_reentrant=False, context_fn=context_fn, **kwargs)
 
     return checkpointed
 
@@ -80,7 +93,7 @@ def _attention_modules(layers: nn.ModuleList) -> list[nn.Module]:
 
 
 @contextmanager
-def selective_recompute(model: nn.Module, layers: nn.ModuleList, region):
+def selective_recompute(layers: nn.ModuleList, region, context_fn):
     """Checkpoint the eager attention core of every layer.
 
     transformers' shared `eager_attention_forward` (looked up from the modeling module at call time)
@@ -91,13 +104,13 @@ def selective_recompute(model: nn.Module, layers: nn.ModuleList, region):
     modeling = sys.modules[type(layers[0]).__module__]
     with ExitStack() as stack:
         if hasattr(modeling, "eager_attention_forward"):
-            wrapped = _recomputed(modeling.eager_attention_forward, region)
-            stack.enter_context(_setattr(modeling, "eager_attention_forward", wrapped))
+            wrapped = _recomputed(modeling.eager_attention_forward, region, context_fn)
+            stack.enter_context(setattr_during(modeling, "eager_attention_forward", wrapped))
         else:
             for module in _attention_modules(layers):
                 name = "_attn" if hasattr(module, "_attn") else "forward"
                 # Instance attribute shadows the class method; removed again on exit.
-                setattr(module, name, _recomputed(getattr(module, name), region))
+                setattr(module, name, _recomputed(getattr(module, name), region, context_fn))
                 stack.callback(partial(delattr, module, name))
         yield
 

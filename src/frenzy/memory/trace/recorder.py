@@ -106,6 +106,7 @@ class AllocationRecorder(TorchDispatchMode):
         position = len(self.log.events)
         self.log.phase_starts.append((position, step, phase))
         self.log.phase_positions.add(position)
+        self.log.marks[f"step{step}.{phase.value}"] = position  # the last micro-batch's, with grad_accum
 
     def mark_event(self, name: str) -> None:
         self.log.marks[name] = len(self.log.events)

@@ -74,13 +74,14 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     notes = list(_plan_notes(training, plan))
     with _quiet_gc(), ExitStack() as stack:
         stack.enter_context(FakeTensorMode())
-        stack.enter_context(patches.gpu_mask_decisions())
+        stack.enter_context(patches.gpu_decisions())
         semantics = stack.enter_context(CudaSemantics())
-        net = build.build_model(cfg, training)
+        net, build_notes = build.build_model(cfg, training)
+        notes += build_notes
         layers = patches.decoder_layers(net)
         vocab = net.get_output_embeddings().weight.shape[0]
         recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
-        _configure_recompute(net, layers, training, plan, recorder, stack)
+        _configure_recompute(net, layers, training, plan, recorder, semantics, stack)
         trainable = [p for p in net.parameters() if p.requires_grad]
         optimizer = optim.build_optimizer(trainable, training.optimizer)
         hooks = step.install_hooks(recorder, layers, trainable)
@@ -113,11 +114,14 @@ def _quiet_gc():
 
 
 def _configure_recompute(net: nn.Module, layers: nn.ModuleList, training: TrainingConfig, plan: ParallelPlan,
-                         recorder: AllocationRecorder, stack: ExitStack) -> None:
+                         recorder: AllocationRecorder, semantics: CudaSemantics, stack: ExitStack) -> None:
+    # context_fn only re-enters the CUDA-semantics mode during recomputation (a GPU run needs none).
     if plan.recompute is Recompute.FULL:
-        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
+            "use_reentrant": False, "context_fn": semantics.checkpoint_contexts})
     elif plan.recompute is Recompute.SELECTIVE and training.attention is Attention.EAGER:
-        stack.enter_context(patches.selective_recompute(net, layers, lambda: step.forward_region(recorder)))
+        stack.enter_context(patches.selective_recompute(
+            layers, lambda: step.forward_region(recorder), semantics.checkpoint_contexts))
 
 
 def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
