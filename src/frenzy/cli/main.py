@@ -81,7 +81,7 @@ def memory(
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
     result = results["trace"] if trace and not compare else results["MARP"]
-    fits = None if gpu_type is None else result.device_bytes <= gpu_type.memory_bytes
+    fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
     if as_json:
         out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json()}
         if compare:
@@ -187,6 +187,7 @@ def gpus() -> None:
 
 # ---- command groups from other subsystems register here, one line each ----------------------
 # (each module exposes `register(app)`; keep these imports light: heavy imports go inside commands)
+from frenzy.cli.simulate import register as _register_simulate; _register_simulate(app)  # noqa: E402,E702
 
 
 def main() -> None:

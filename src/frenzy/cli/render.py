@@ -31,6 +31,7 @@ def memory_table(title: str, estimates: dict[str, MemoryEstimate]) -> Table:
     row("allocated (max_memory_allocated)", [e.allocated_bytes for e in estimates.values()], "bold")
     row("reserved (max_memory_reserved)", [e.reserved_bytes for e in estimates.values()], "bold")
     row("device (nvidia-smi)", [e.device_bytes for e in estimates.values()], "bold cyan")
+    row("required to run (allocated + runtime)", [e.required_bytes for e in estimates.values()], "bold")
     table.caption = "peak phase: " + ", ".join(f"{n}: {e.peak_phase.value}" for n, e in estimates.items())
     return table
 
@@ -38,13 +39,13 @@ def memory_table(title: str, estimates: dict[str, MemoryEstimate]) -> Table:
 def plans_table(title: str, choices: list[PlanChoice]) -> Table:
     table = Table(title=title, title_justify="left")
     for column, justify in [("#", "right"), ("GPU type", "left"), ("GPUs", "right"), ("layout", "left"),
-                            ("micro x accum", "right"), ("recompute", "left"), ("peak GiB", "right"),
+                            ("micro x accum", "right"), ("recompute", "left"), ("needs GiB", "right"),
                             ("of GiB", "right"), ("headroom", "right")]:
         table.add_column(column, justify=justify)
     for i, c in enumerate(choices, 1):
         p = c.plan
         layout = f"dp{p.dp} tp{p.tp}{'+sp' if p.sequence_parallel else ''} pp{p.pp} zero{int(p.zero)}"
         table.add_row(str(i), c.gpu.name, str(p.num_gpus), layout, f"{p.micro_batch} x {p.grad_accum}",
-                      p.recompute.name.lower(), f"{gib(c.memory.device_bytes):.1f}",
+                      p.recompute.name.lower(), f"{gib(c.memory.required_bytes):.1f}",
                       f"{gib(c.gpu.memory_bytes):.1f}", f"{c.headroom_fraction:.0%}")
     return table

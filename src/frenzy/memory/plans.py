@@ -42,7 +42,7 @@ class PlanChoice:
 
     @property
     def headroom_bytes(self) -> int:
-        return self.usable_bytes - self.memory.device_bytes
+        return self.usable_bytes - self.memory.required_bytes
 
     @property
     def headroom_fraction(self) -> float:
@@ -139,7 +139,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
             # The smallest micro-batch first: if it fits no open type, the shape is out (one estimate).
             memory = {micro[-1]: estimate(job, _with_micro_batch(shape, micro[-1]))}
             remaining = [g for g in open_types if g.gpus_per_node >= shape.tp
-                         and memory[micro[-1]].device_bytes <= capacity[g.name]]
+                         and memory[micro[-1]].required_bytes <= capacity[g.name]]
             for mb in micro:  # largest first: each type keeps the largest micro-batch that fits it
                 remaining = [g for g in remaining if best_micro.get((g.name, split), 0) < mb]
                 if not remaining:
@@ -148,7 +148,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
                 if mb not in memory:
                     memory[mb] = estimate(job, plan)
                 for gpu in remaining:
-                    if memory[mb].device_bytes <= capacity[gpu.name]:
+                    if memory[mb].required_bytes <= capacity[gpu.name]:
                         found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory[mb],
                                                           usable_bytes=capacity[gpu.name]))
                         settled.setdefault(gpu.name, count)
@@ -164,7 +164,7 @@ def smallest_requirement(job: JobSpec, *, max_gpus: int = DEFAULT_MAX_GPUS) -> t
         for shape, micro in _shapes(job, count, 8, [Recompute.FULL], list(ZeroStage)):
             plan = _with_micro_batch(shape, micro[-1])
             memory = estimate(job, plan)
-            if best is None or memory.device_bytes < best[1].device_bytes:
+            if best is None or memory.required_bytes < best[1].required_bytes:
                 best = (plan, memory)
     if best is None:
         raise NoFeasiblePlanError(
@@ -196,10 +196,10 @@ def plan_job(job: JobSpec, gpus: Sequence[GpuType], **kwargs) -> list[PlanChoice
     if job.model.num_heads % 2 == 0:
         hints.append("allow more GPUs (--max-gpus) for more tensor/pipeline parallelism")
     hints.append("shorten the sequence or use a smaller micro-batch")
-    needed = memory.device_bytes / (1 - margin)
+    needed = memory.required_bytes / (1 - margin)
     raise NoFeasiblePlanError(
         f"no allowed GPU type fits {job.model.name}: the smallest plan up to {max_gpus} GPUs "
-        f"({plan.describe()}) needs {fmt_gib(memory.device_bytes)} per GPU "
+        f"({plan.describe()}) needs {fmt_gib(memory.required_bytes)} per GPU "
         f"(+{margin:.0%} margin = {fmt_gib(needed)}), the largest allowed GPU ({biggest.name}) has "
         f"{fmt_gib(biggest.memory_bytes)}; " + "; ".join(hints) + ", or add a GPU type with "
         f">= {fmt_gib(needed, 0)}"

@@ -46,12 +46,21 @@ class MemoryEstimate:
         if not self.allocated_bytes <= self.reserved_bytes <= self.device_bytes:
             raise ValueError("expected allocated <= reserved <= device bytes")
 
+    @property
+    def required_bytes(self) -> int:
+        """What a GPU must hold for the step to succeed: live tensors plus the CUDA runtime. The
+        allocator's cached slack is not required — on a failed cudaMalloc PyTorch releases cached
+        blocks and retries before raising out-of-memory; the planner's safety margin covers the
+        fragmentation that cannot be released."""
+        return self.allocated_bytes + self.breakdown.get("runtime_overhead", 0)
+
     def to_json(self) -> dict:
         return {
             "allocated_bytes": self.allocated_bytes,
             "reserved_bytes": self.reserved_bytes,
             "device_bytes": self.device_bytes,
             "breakdown": {name: int(self.breakdown.get(name, 0)) for name in COMPONENTS},
+            "required_bytes": self.required_bytes,
             "peak_phase": self.peak_phase.value,
             "source": self.source,
         }

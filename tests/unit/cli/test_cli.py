@@ -22,7 +22,8 @@ def test_memory_json_has_the_stable_keys():
         assert key in out
     assert out["allocated_bytes"] <= out["reserved_bytes"] <= out["device_bytes"]
     assert sum(out["breakdown"].values()) == out["device_bytes"]
-    assert out["fits"] == (out["device_bytes"] <= catalog.gpu_type("A10-24G").memory_bytes)
+    assert out["allocated_bytes"] < out["required_bytes"] <= out["device_bytes"]
+    assert out["fits"] == (out["required_bytes"] <= catalog.gpu_type("A10-24G").memory_bytes)
 
 
 def test_memory_table_labels_units():

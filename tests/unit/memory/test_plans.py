@@ -24,7 +24,7 @@ def test_every_plan_fits_and_reaches_the_global_batch(model):
     choices = plan_job(j, ALL_GPUS)
     assert choices
     for c in choices:
-        assert c.memory.device_bytes <= c.gpu.memory_bytes * (1 - DEFAULT_SAFETY_MARGIN)
+        assert c.memory.required_bytes <= c.gpu.memory_bytes * (1 - DEFAULT_SAFETY_MARGIN)
         assert c.plan.global_batch == j.global_batch
         assert c.plan.tp <= c.gpu.gpus_per_node
         assert j.model.num_heads % c.plan.tp == 0

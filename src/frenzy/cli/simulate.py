@@ -1,0 +1,98 @@
+"""`frenzy simulate`: replay a trace on a cluster under several policies and compare them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from frenzy.cli.options import USER_ERRORS, fail
+
+console = Console(width=None if Console().is_terminal else 120)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f}"
+
+
+def comparison_table(rows: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("policy", "avg JCT h", "median h", "p99 h", "queue h", "makespan h", "util alloc", "util useful",
+                "OOM", "preempt", "GPU-h", "cost $", "decision p95 ms/job", "p95 ms/round", "vs frenzy"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for r in rows:
+        cut = r.get("frenzy_avg_jct_reduction")
+        table.add_row(
+            r["policy"], _hours(r["avg_jct_s"]), _hours(r["median_jct_s"]), _hours(r["p99_jct_s"]),
+            _hours(r["avg_queueing_delay_s"]), _hours(r["makespan_s"]), f"{r['utilisation_allocated']:.1%}",
+            f"{r['utilisation_useful']:.1%}", str(r["oom_restarts"]), str(r["preemptions"]), f"{r['gpu_hours']:.0f}",
+            f"{r['cost_usd']:.0f}", f"{r['decision_per_job_ms']['p95']:.3f}", f"{r['decision_per_round_ms']['p95']:.2f}",
+            "—" if cut is None or r["policy"] == "frenzy" else f"{cut:+.1%}")
+    return table
+
+
+def simulate(
+    trace: Annotated[Path, typer.Option(help="trace CSV (canonical, ElasticFlow or Philly)")],
+    cluster: Annotated[str, typer.Option(help="built-in cluster name or a cluster YAML path")],
+    policy: Annotated[str, typer.Option(help="comma list of policies")] = "frenzy,sia,gavel,opportunistic,fifo",
+    trace_format: Annotated[str, typer.Option(help="auto | frenzy | elasticflow | philly")] = "auto",
+    max_jobs: Annotated[Optional[int], typer.Option(help="use only the first N jobs")] = None,
+    skip_jobs: Annotated[int, typer.Option(help="skip the first N jobs of the trace")] = 0,
+    arrival_scale: Annotated[float, typer.Option(help="multiply submit times (<1 compresses the trace)")] = 1.0,
+    seed: Annotated[int, typer.Option(help="seed of the workload mapping and the memory errors")] = 0,
+    objective: Annotated[str, typer.Option(help="MARP plan ranking: time | cost")] = "time",
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="write every metric per policy here")] = None,
+    plots: Annotated[Optional[Path], typer.Option(help="write JCT CDF, queue and utilisation PNGs here")] = None,
+) -> None:
+    """Replay a job trace on a simulated cluster and compare scheduling policies."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from frenzy.sched.registry import get_policy
+    from frenzy.sim.cluster import load_cluster
+    from frenzy.sim.engine import SimConfig
+    from frenzy.sim.runner import comparison_rows, simulate as run
+    from frenzy.sim.workload import load_trace, scale_arrivals
+
+    try:
+        names = [p.strip() for p in policy.split(",") if p.strip()]
+        for name in names:
+            get_policy(name)
+        spec = load_cluster(cluster)
+        jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
+        if arrival_scale != 1.0:
+            jobs = scale_arrivals(jobs, arrival_scale)
+        config = SimConfig(seed=seed, objective=objective)
+    except (*USER_ERRORS, FileNotFoundError) as exc:
+        raise fail(str(exc)) from None
+    if not jobs:
+        raise fail(f"trace {trace} has no jobs in the selected range")
+    console.print(f"{len(jobs)} jobs on {spec.name} ({spec.total_gpus} GPUs: "
+                  + ", ".join(f"{n} {t}" for t, n in spec.gpus_by_type().items()) + ")")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[t]}"),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        tasks = {n: progress.add_task(n, total=len(jobs), t="") for n in names}
+
+        def tick(name, done, total, now):
+            progress.update(tasks[name], completed=done, total=total, t=f"sim {now / 3600:,.1f} h")
+
+        results = run(spec, jobs, names, config, on_progress=tick)
+    rows = comparison_rows(results)
+    console.print(comparison_table(rows, f"{trace.name} on {spec.name}: {len(jobs)} jobs"))
+    if as_json is not None:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps({"trace": str(trace), "cluster": spec.name, "jobs": len(jobs), "seed": seed,
+                                       "policies": rows}, indent=2))
+        console.print(f"metrics written to {as_json}")
+    if plots is not None:
+        from frenzy.sim.plots import write_plots
+
+        for path in write_plots(results, plots):
+            console.print(f"plot written to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)

@@ -1,0 +1,57 @@
+"""Run the training loop on N local CPU processes (gloo), as Ray Train would, without Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import torch.multiprocessing as mp
+
+SMALL_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+               "max_position_embeddings": 256, "tie_word_embeddings": False}
+
+
+def base_config(tmp_path, **over) -> dict:
+    cfg = dict(job_id="j-test", attempt=1, model_name="small-llama", family="llama", hf_config=SMALL_LLAMA,
+               seq_len=32, global_batch=4, micro_batch=2, grad_accum=2, dp=1, tp=1, steps=3,
+               storage_path=str(tmp_path), precision="fp32", checkpoint_every=2,
+               gpu_type="A10G-24G", gpu_memory_bytes=10**9, predicted_peak_bytes=10**8)
+    cfg.update(over)
+    return cfg
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(rank, world, port, config, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    import torch.distributed as dist
+
+    from frenzy.train.worker import train_loop
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    reports = []
+    try:
+        train_loop(config, report=reports.append)
+        result = {"reports": reports}
+    except Exception as exc:  # surfaced to the test
+        result = {"error": f"{type(exc).__name__}: {exc}", "reports": reports}
+    finally:
+        dist.destroy_process_group()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(result, f)
+
+
+def run_world(config: dict, world: int, tmp_path) -> list[dict]:
+    out = str(tmp_path / "result")
+    mp.start_processes(_run, args=(world, _free_port(), config, out), nprocs=world, start_method="spawn")
+    results = []
+    for rank in range(world):
+        with open(f"{out}.{rank}") as f:
+            results.append(json.load(f))
+    return results

@@ -1,0 +1,39 @@
+"""The training worker on local CPU ranks (gloo): each plan layout trains, checkpoints resume
+across layouts, and the fake-GPU hook raises a genuine torch.OutOfMemoryError."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.train.dist_helpers import base_config, run_world
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("layout", [
+    dict(dp=2, zero=0, micro_batch=1, grad_accum=2),  # DDP
+    dict(dp=2, zero=3, micro_batch=1, grad_accum=2),  # FSDP2
+    dict(dp=1, tp=2),  # tensor parallel
+])
+def test_layouts_train_and_loss_is_finite(tmp_path, layout):
+    cfg = base_config(tmp_path, **layout)
+    results = run_world(cfg, cfg.get("dp", 1) * cfg.get("tp", 1), tmp_path)
+    for r in results:
+        assert "error" not in r, r["error"]
+        assert [x["step"] for x in r["reports"]] == [1, 2, 3]
+        assert all(x["loss"] > 0 for x in r["reports"])
+
+
+def test_resume_from_checkpoint_on_a_different_layout(tmp_path):
+    first = run_world(base_config(tmp_path, steps=2, dp=2, zero=3, micro_batch=1, grad_accum=2), 2, tmp_path)
+    assert "error" not in first[0], first[0]
+    second = run_world(base_config(tmp_path, attempt=2, steps=4, dp=1, tp=2), 2, tmp_path)
+    assert "error" not in second[0], second[0]
+    assert [x["step"] for x in second[0]["reports"]] == [3, 4]
+
+
+def test_fake_gpu_oom_is_a_real_torch_oom(tmp_path):
+    cfg = base_config(tmp_path, gpu_memory_bytes=1000, predicted_peak_bytes=900, emulate_peak_factor=1.5)
+    result = run_world(cfg, 1, tmp_path)[0]
+    assert result["error"].startswith("OutOfMemoryError") and "frenzy-peak-bytes=1350" in result["error"]
+    assert [x["step"] for x in result["reports"]] == [1]  # the second step (optimizer state alive) OOMs
