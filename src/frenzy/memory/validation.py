@@ -152,3 +152,58 @@ def fast_cases() -> list[Case]:
         _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", overrides=SMALL_MOE),
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
     ]
+
+
+def full_matrix() -> list[Case]:
+    """The benchmark matrix: the fast cases plus full-depth models up to 7B-class, over
+    precision x method x recomputation x micro-batch x sequence x tensor parallelism."""
+    cases = list(fast_cases())
+    full = dict(layers=None)
+    for precision in ("bf16", "bf16-mixed"):
+        for recompute in ("none", "full"):
+            cases.append(_case("meta-llama/Llama-3.2-1B", precision=precision, recompute=recompute, mb=4, seq=1024, **full))
+    cases += [
+        _case("meta-llama/Llama-3.2-1B", precision="fp32", mb=1, seq=1024, **full),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", tp=2, mb=4, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", tp=4, mb=4, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", attention="eager", mb=1, seq=1024, **full),
+        _case("meta-llama/Llama-3.2-1B", method="lora", targets=("all-linear",), mb=4, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", optimizer="adamw-fused", mb=2, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-1B", precision="bf16", optimizer="sgd", mb=2, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-3B", precision="bf16", mb=2, seq=2048, **full),
+        _case("meta-llama/Llama-3.2-3B", precision="bf16", method="lora", mb=4, seq=2048, **full),
+        _case("meta-llama/Llama-2-7b-hf", precision="bf16", method="lora", mb=1, seq=2048, **full),
+        _case("meta-llama/Llama-2-7b-hf", precision="bf16", method="lora", recompute="full", mb=4, seq=2048, **full),
+        _case("meta-llama/Llama-2-7b-hf", precision="bf16", method="qlora", mb=1, seq=2048, **full),
+        _case("meta-llama/Llama-2-7b-hf", precision="bf16", tp=4, mb=1, seq=2048, **full),
+        _case("mistralai/Mistral-7B-v0.1", precision="bf16", method="lora", mb=2, seq=2048, **full),
+        _case("mistralai/Mistral-7B-v0.1", precision="bf16", recompute="full", tp=2, mb=2, seq=4096, **full),
+        _case("Qwen/Qwen2.5-7B", precision="bf16", method="lora", mb=1, seq=2048, **full),
+        _case("Qwen/Qwen2.5-0.5B", precision="bf16", mb=8, seq=1024, **full),
+        _case("Qwen/Qwen2.5-0.5B", mb=4, seq=2048, **full),
+        _case("Qwen/Qwen2.5-1.5B", precision="bf16", recompute="full", mb=8, seq=2048, **full),
+        _case("Qwen/Qwen3-1.7B", precision="bf16", mb=2, seq=2048, **full),
+        _case("openai-community/gpt2", precision="fp32", mb=8, seq=1024, **full),
+        _case("openai-community/gpt2-medium", mb=8, seq=1024, **full),
+        _case("openai-community/gpt2-large", precision="bf16", method="lora", mb=4, seq=1024, **full),
+        _case("EleutherAI/pythia-410m", mb=8, seq=2048, **full),
+        _case("EleutherAI/pythia-1b", precision="bf16", method="lora", mb=4, seq=2048, **full),
+        _case("EleutherAI/pythia-1.4b", precision="bf16", recompute="full", mb=8, seq=2048, **full),
+        _case("facebook/opt-350m", precision="bf16", mb=8, seq=2048, **full),
+        _case("facebook/opt-1.3b", mb=4, seq=2048, **full),
+        _case("microsoft/phi-1_5", precision="bf16", mb=4, seq=2048, **full),
+        _case("microsoft/phi-2", precision="bf16", method="lora", mb=4, seq=2048, **full),
+        _case("microsoft/Phi-3-mini-4k-instruct", precision="bf16", method="lora", mb=2, seq=4096, **full),
+        _case("google/gemma-2b", precision="bf16", mb=2, seq=2048, **full),
+        _case("google/gemma-2-2b", precision="bf16", method="lora", mb=2, seq=2048, **full),
+        _case("stabilityai/stablelm-2-1_6b", precision="bf16", mb=4, seq=2048, **full),
+        _case("stabilityai/stablelm-base-alpha-3b", precision="bf16", method="lora", mb=2, seq=2048, **full),
+        _case("bigscience/bloom-560m", precision="bf16", mb=4, seq=2048, **full),
+        _case("EleutherAI/gpt-neo-1.3B", precision="bf16", mb=2, seq=2048, **full),
+        _case("EleutherAI/gpt-j-6b", precision="bf16", method="lora", mb=1, seq=2048, **full),
+        _case("tiiuae/falcon-7b", precision="bf16", method="lora", mb=1, seq=2048, **full),
+        _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", layers=4, overrides=SMALL_MOE, mb=4, seq=2048),
+        _case("mistralai/Mixtral-8x7B-v0.1", layers=4, overrides=SMALL_MOE, mb=2, seq=2048),
+        _case("Qwen/Qwen1.5-MoE-A2.7B", precision="bf16", layers=4, overrides=SMALL_QWEN_MOE, mb=4, seq=2048),
+    ]
+    return cases
