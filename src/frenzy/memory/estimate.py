@@ -96,17 +96,17 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     if last:
         logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
         head_grad = _head_gradient_bytes(job, plan)
-    with_casts = weights + casts
+    # QLoRA's dequantised 16-bit copy of one projection lives beside the weights in forward and backward.
+    with_casts = weights + casts + dequant
     return [
-        (Phase.FORWARD, (with_casts, early_grads, opt, saved, logits_fwd, dequant)),
+        (Phase.FORWARD, (with_casts, early_grads, opt, saved, logits_fwd, 0)),
         # backward at the loss: the logits gradient on top of everything forward kept
-        (Phase.BACKWARD, (with_casts, early_grads, opt, saved, logits_bwd, dequant)),
+        (Phase.BACKWARD, (with_casts, early_grads, opt, saved, logits_bwd, 0)),
         # backward entering the last layer: head gradient allocated, one layer's temporaries
-        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved + recomputed, 0,
-                          layer_temp + buckets + dequant)),
+        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved + recomputed, 0, layer_temp + buckets)),
         # backward leaving the first layer: all gradients, one layer's activations and copies left
-        (Phase.BACKWARD, (weights + casts // max(layers, 1), grads, opt, others + per_layer + recomputed, 0,
-                          layer_temp + buckets + dequant)),
+        (Phase.BACKWARD, (weights + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed, 0,
+                          layer_temp + buckets)),
         # backward through the embedding: a tied embedding's second gradient beside the first
         (Phase.BACKWARD, (weights, grads, opt, others, 0, buckets + _embedding_gradient_temporary_bytes(
             job, plan, stage))),
