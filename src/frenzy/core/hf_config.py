@@ -109,13 +109,16 @@ def parse_qwen3(cfg, name):
 
 
 def parse_gemma(cfg, name):
-    return _llama_like(cfg, name, tie_default=True, activation=cfg.get("hidden_activation") or "gelu_pytorch_tanh")
+    return _llama_like(cfg, name, tie_default=True, activation=cfg.get("hidden_activation") or "gelu_pytorch_tanh",
+                       norm_fp32_output=True)
 
 
 def parse_gemma2(cfg, name):
+    softcap = bool(cfg.get("attn_logit_softcapping"))
     return _llama_like(cfg, name, tie_default=True, norms_per_layer=4,
                        activation=cfg.get("hidden_activation") or "gelu_pytorch_tanh",
-                       logit_softcap=cfg.get("final_logit_softcapping") or 0.0)
+                       logit_softcap=cfg.get("final_logit_softcapping") or 0.0, norm_fp32_output=True,
+                       attn_softcap=softcap, sdpa_supported=not softcap)
 
 
 def parse_phi3(cfg, name):
@@ -189,7 +192,8 @@ def parse_gpt_neo(cfg, name):
                      norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation=cfg.get("activation_function", "gelu_new"),
                      positions=Positions.LEARNED, learned_position_rows=base["max_position_embeddings"],
                      attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("resid_dropout", 0.0),
-                     eager_softmax_fp32=False)
+                     eager_softmax_fp32=False, sdpa_supported=False, eager_qk_fp32=True,
+                     buffer_bytes_per_layer=base["max_position_embeddings"] ** 2)
 
 
 def parse_gptj(cfg, name):
@@ -200,7 +204,8 @@ def parse_gptj(cfg, name):
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears + _plain_mlp(h, inter)),
                      norm=Norm.LAYER, norm_bias=True, norms_per_layer=1, mlp_gated=False, parallel_residual=True,
                      activation=cfg.get("activation_function", "gelu_new"), rotary_dim=cfg.get("rotary_dim") or base["head_dim"],
-                     lm_head_bias=True, attention_dropout=cfg.get("attn_pdrop", 0.0), hidden_dropout=cfg.get("resid_pdrop", 0.0))
+                     lm_head_bias=True, attention_dropout=cfg.get("attn_pdrop", 0.0), hidden_dropout=cfg.get("resid_pdrop", 0.0),
+                     sdpa_supported=False, eager_qk_fp32=True)
 
 
 def parse_gpt_neox(cfg, name):
@@ -239,7 +244,7 @@ def parse_bloom(cfg, name):
     return ModelArch(**base, intermediate_size=4 * h, linears=tuple(linears + _plain_mlp(h, 4 * h)),
                      norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation="gelu", positions=Positions.ALIBI,
                      embedding_norm=True, attention_dropout=cfg.get("attention_dropout", 0.0),
-                     hidden_dropout=cfg.get("hidden_dropout", 0.0))
+                     hidden_dropout=cfg.get("hidden_dropout", 0.0), sdpa_supported=False)
 
 
 def parse_phi(cfg, name):

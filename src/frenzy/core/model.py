@@ -92,6 +92,12 @@ class ModelArch:
     hidden_dropout: float = 0.0
     logit_softcap: float = 0.0
     eager_softmax_fp32: bool = True  # eager attention takes softmax in fp32 (GPT-2 and GPT-Neo do not)
+    # How the family's HF attention code runs, where it departs from the common SDPA path:
+    sdpa_supported: bool = True  # False: HF runs its own eager attention (GPT-J, GPT-Neo, BLOOM, soft-capped Gemma 2)
+    eager_qk_fp32: bool = False  # eager attention upcasts q and k to fp32 (GPT-J, GPT-Neo)
+    attn_softcap: bool = False  # tanh soft-capping of attention scores (Gemma 2)
+    norm_fp32_output: bool = False  # RMSNorm keeps its normalised tensor in fp32 (Gemma)
+    buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:

@@ -87,8 +87,10 @@ def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
     h, p = arch.hidden_size, training.precision
     if arch.norm is Norm.LAYER:
         return residual_bytes(p) * h + 8
-    trainable_weight = training.method is Method.FULL
-    return 4 * h + (residual_bytes(p) * h if trainable_weight else 0) + 4
+    if training.method is not Method.FULL:
+        return 4 * h + 4
+    normalised = 4 if arch.norm_fp32_output else residual_bytes(p)  # Gemma scales by (1 + w) in fp32
+    return 4 * h + normalised * h + 4
 
 
 def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
@@ -96,10 +98,12 @@ def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     or autocast upcasts it) and, when that differs from the compute dtype, the copy that multiplies v;
     with attention dropout also a bool mask and the dropped copy (Korthikanti et al.: 2 + 1 + 2)."""
     c = precision.compute_bytes
-    softmax = 4 if arch.eager_softmax_fp32 or precision.is_mixed else c
+    softmax = 4 if arch.eager_softmax_fp32 or arch.eager_qk_fp32 or precision.is_mixed else c
     kept = softmax + (c if softmax != c else 0)
     if arch.attention_dropout > 0:
         kept += 1 + c
+    if arch.attn_softcap:
+        kept += c  # tanh keeps its output
     return kept
 
 
@@ -116,7 +120,7 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
     """PyTorch's SDPA picks flash for 16-bit inputs with head_dim <= 256 (multiple of 8), else the
     memory-efficient kernel, which (in PyTorch 2.13) does not take grouped KV heads; HF passes
     `enable_gqa` when there is no mask, so fp32 GQA models fall to the math kernel."""
-    if training.attention is Attention.EAGER:
+    if training.attention is Attention.EAGER or not arch.sdpa_supported:
         return Kernel.EAGER
     low = compute_bytes(training.precision) == 2
     if low and arch.head_dim <= 256 and arch.head_dim % 8 == 0:
@@ -144,6 +148,8 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         items["qkv"] += c * (q_dim + kv_dim)
     if kernel in (Kernel.EAGER, Kernel.MATH):
         items["qkv"] += 2 * c * (q_dim - kv_dim)  # k and v expanded to every query head
+        if kernel is Kernel.EAGER and arch.eager_qk_fp32:
+            items["qkv"] = 8 * q_dim + c * q_dim  # fp32 copies of q and k, and v (GPT-J, GPT-Neo: no GQA)
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
         elif kernel is Kernel.MATH:
@@ -186,13 +192,17 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     if arch.is_moe:
         # Each token passes through its top-k experts: their gathered inputs, bodies and outputs
         # (kept by the routing-weight product), plus the router's fp32 softmax over E experts and
-        # its int64 indices and fp32 weights per choice (transformers' grouped-mm experts).
+        # its int64 indices and fp32 weights per choice (transformers' grouped-mm experts). With
+        # fp32 master weights (autocast) transformers' grouped matmul falls back to fp32 compute.
         k = arch.experts_per_token
-        items["mlp_input"] = k * c * arch.hidden_size
-        items["router"] = 4 * arch.num_experts + 40 * k + 4
-        body = k * (body + c * arch.hidden_size)
+        e = 4 if training.precision.is_mixed else c
+        items["mlp_input"] = k * e * arch.hidden_size
+        cast = 2 if training.precision.is_mixed else 0  # autocast copies of the norm output, else shared
+        items["router"] = 4 * arch.num_experts + 40 * k + 4 + (cast or c) * arch.hidden_size
+        body = k * (body * e // c + e * arch.hidden_size)
         if arch.shared_expert_size:
-            body += 4 * c * arch.shared_expert_size // plan.tp + c * arch.hidden_size
+            # the shared expert (a gated MLP) and its sigmoid gate read the norm output too
+            body += 4 * c * arch.shared_expert_size // plan.tp + c * arch.hidden_size + 3 * cast * arch.hidden_size
     items["mlp_body"] = body
     if arch.hidden_dropout > 0:
         items["mlp_dropout_mask"] = arch.hidden_size
@@ -211,6 +221,10 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     items = {"norms": norms_saved(arch, training)}
     items.update(attention_saved(arch, training, plan, seq))
     items.update(mlp_saved(arch, training, plan))
+    shared_norm = arch.parallel_residual and arch.norms_per_layer == 1
+    one_tensor = not training.precision.is_mixed and (training.method is Method.FULL or not training.lora_dropout)
+    if shared_norm and one_tensor and items["qkv_input"]:
+        items["mlp_input"] = 0  # attention and MLP read one normalised tensor, kept once
     if plan.sequence_parallel:
         # Megatron sequence parallelism shards the norm/dropout region along the sequence.
         for key in ("norms", "attn_dropout_mask", "mlp_dropout_mask", "qkv_input", "mlp_input"):
@@ -294,15 +308,15 @@ def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Para
     forward holds the 16-bit logits, the fp32 copy and the fp32 log-probs (2 + 4 + 4 B per vocab
     entry; 4 + 4 in fp32); only the log-probs survive the forward (the training loop drops the
     model output before backward). Backward holds the log-probs, their gradient and the fp32 logits
-    gradient at once (12 B), then the 16-bit gradient. A final logit soft-cap (Gemma 2) adds a tanh
-    output and its input in fp32."""
+    gradient at once (12 B), then the 16-bit gradient. A final logit soft-cap (Gemma 2) adds the
+    capped copies and keeps the tanh output."""
     vocab = arch.vocab_size // plan.tp
     c = compute_bytes(training.precision)
     forward = (c if c == 2 else 0) * vocab + 8 * vocab
     kept = 4 * vocab
     backward = 12 * vocab
-    if arch.logit_softcap:
-        forward += 8 * vocab
-        kept += 8 * vocab
-        backward += 8 * vocab
+    if arch.logit_softcap:  # logits / cap, tanh (kept), * cap: 16-bit copies before the fp32 upcast
+        forward += 2 * c * vocab
+        kept += c * vocab
+        backward += c * vocab
     return forward, kept, backward

@@ -32,6 +32,7 @@ class StageParams:
     largest_tensor: int  # elements of the largest trainable tensor (per-tensor optimizer temporaries)
     layers: int
     matmul: int = 0  # parameters that feed matmuls (projections and the LM head): autocast casts them
+    buffers: int = 0  # bytes of non-parameter buffers (replicated, never sharded)
 
     @property
     def total(self) -> int:
@@ -70,18 +71,21 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
         if arch.tie_word_embeddings and pp > 1:
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
     head = arch.vocab_size * (arch.embed_proj_dim or arch.hidden_size) // tp + (arch.vocab_size if arch.lm_head_bias else 0)
-    matmul = linear + (head if last else 0)
+    # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast.
+    dense = sum(lin.sharded_params(tp) for lin in arch.linears if not lin.per_expert) * layers
+    matmul = dense + (head if last else 0)
+    buffers = arch.buffer_bytes_per_layer * layers
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
                       max(lin.sharded_params(tp) for lin in arch.linears))
         return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
-                           largest_tensor=largest, layers=layers, matmul=matmul)
+                           largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers)
     targets = training.trainable_targets
     adapters = [lin for lin in arch.linears if lin.targets & targets]
     lora = sum(lora_params(lin, training.lora_rank, tp) * copies[lin.name] for lin in adapters) * layers
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
     return StageParams(frozen_linear=linear, frozen_other=other, trainable=lora, largest_tensor=largest,
-                       layers=layers, matmul=matmul + lora)
+                       layers=layers, matmul=matmul + lora, buffers=buffers)
 
 
 def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
@@ -100,7 +104,7 @@ def weight_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPl
     else:
         frozen = (params.frozen_linear + params.frozen_other) * frozen_bytes
     total = params.trainable * p.param_bytes + frozen
-    return total // zero_divisor(plan, ZeroStage.PARAMETERS)
+    return total // zero_divisor(plan, ZeroStage.PARAMETERS) + params.buffers
 
 
 def gradient_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:

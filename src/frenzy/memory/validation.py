@@ -56,6 +56,8 @@ class Case:
         for key in ("num_hidden_layers", "n_layer", "num_layers"):
             if key in cfg and self.layers:
                 cfg[key] = self.layers
+        if "attention_types" in cfg and self.layers:  # GPT-Neo lists its layer pattern explicitly
+            cfg["attention_types"] = [[["global", "local"], max(self.layers // 2, 1)]]
         cfg.update(dict(self.overrides))
         cfg["_name_or_path"] = self.label
         path = folder / f"{abs(hash(self.label))}.json"

@@ -77,6 +77,18 @@ def lora_target_modules(kind: str, targets: frozenset[str]) -> list[str]:
     return names
 
 
+# Families with learned position embeddings: a longer sequence has no rows on a GPU (an index
+# error there), while fake tensors would silently run it.
+_LEARNED_POSITIONS = {"gpt2": "n_positions", "gpt_neo": "max_position_embeddings", "opt": "max_position_embeddings"}
+
+
+def check_sequence(cfg: dict, seq_len: int) -> None:
+    key = _LEARNED_POSITIONS.get(cfg.get("model_type"))
+    if key and cfg.get(key) and seq_len > cfg[key]:
+        raise ValueError(f"seq_len {seq_len} exceeds the {cfg[key]} learned positions of this "
+                         f"{cfg['model_type']} model; use seq_len <= {cfg[key]}")
+
+
 def shard_config(cfg: dict, tp: int) -> dict:
     """One tensor-parallel rank's config: heads, KV heads, intermediate and vocab divided by tp."""
     if tp == 1:
@@ -152,8 +164,10 @@ def build_model(cfg: dict, training: TrainingConfig) -> tuple[nn.Module, list[st
 def _supports_sdpa(config) -> bool:
     from transformers import AutoModelForCausalLM
 
-    model_class = AutoModelForCausalLM._model_mapping[type(config)]
-    return bool(getattr(model_class, "_supports_sdpa", False))
+    if type(config) not in AutoModelForCausalLM._model_mapping:
+        raise ValueError(f"model_type '{config.model_type}' has no causal-LM class in transformers; "
+                         "the trace runs causal language models only")
+    return bool(getattr(AutoModelForCausalLM._model_mapping[type(config)], "_supports_sdpa", False))
 
 
 def _replace_module(self, parent, child_name, new_module, child) -> None:
@@ -168,7 +182,8 @@ def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Mod
     from frenzy.memory.trace.qlora import quantize_base_layers
 
     modules = lora_target_modules(model_type(cfg), training.trainable_targets)
-    config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM")
+    config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM",
+                        fan_in_fan_out=model_type(cfg) == "gpt2")  # GPT-2's Conv1D stores weights in x out
     # peft moves each adapter to its base layer's device and dtype with Module.to(), which swaps
     # tensors and fails on fake parameters (FakeTensorMode's memo holds weak references to some).
     # Everything is on one fake device, so only the dtype matters; it is set below through .data.

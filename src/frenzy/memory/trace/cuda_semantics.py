@@ -43,7 +43,7 @@ _LOW = (torch.float16, torch.bfloat16)
 # autocast does not apply. In-place variants are not autocast on CUDA either.
 _CUDA_FP32 = frozenset({
     "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
-    "rsqrt", "sinh", "tan", "pow", "__pow__", "__rpow__", "float_power", "softplus", "layer_norm",
+    "rsqrt", "sinh", "tan", "pow", "__pow__", "__rpow__", "softplus", "layer_norm",
     "rms_norm", "group_norm", "cosine_similarity", "logsumexp", "renorm", "dist",
 })
 _CUDA_FP32_SET_OPT_DTYPE = frozenset({
@@ -142,8 +142,10 @@ class CudaSemantics(TorchFunctionMode):
         if label_smoothing or target.is_floating_point() or size_average is not None or reduce is not None:
             return F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction,
                                    label_smoothing)
-        # CUDA: log_softmax is fp32_set_opt_dtype, nll_loss is fp32 -- no separate fp32 input copy.
-        log_probs = F.log_softmax(input, dim=1 if input.dim() > 1 else 0, dtype=torch.float32)
+        # CUDA: log_softmax is fp32_set_opt_dtype (one half_to_float kernel for fp16), nll_loss is fp32.
+        dim = 1 if input.dim() > 1 else 0
+        log_probs = (torch._log_softmax(input, dim, True) if input.dtype is torch.float16
+                     else F.log_softmax(input, dim=dim, dtype=torch.float32))
         return F.nll_loss(log_probs, target, weight, ignore_index=ignore_index, reduction=reduction)
 
     def _sdpa(self, func, args, kwargs):

@@ -5,11 +5,12 @@ refuses every decision that needs tensor values. Two of those change memory:
 
 * packed-sequence detection (`find_packed_sequence_indices`) returns the packed-sequence index
   tensor instead of None, so a causal s x s mask is built and SDPA loses `is_causal` (and with it
-  the flash kernel). Verified on transformers 5.23: without the patch every layer's SDPA call gets
-  an explicit mask. Our inputs are never packed, so the patch returns None as a GPU run would.
-* `_ignore_causal_mask_sdpa` will not inspect a 2-D padding mask (some models, e.g. OPT, build an
-  all-ones one when none is passed); a GPU run sees it is all ones and drops it. Our inputs are
-  never padded, so the patch decides as if no padding mask was given.
+  the flash kernel). Verified on transformers 5.23: without the patch Llama, Mistral, Qwen2/3,
+  GPT-2 and GPT-NeoX pass an explicit mask to every SDPA call (OPT, which derives its positions
+  differently, does not). Our inputs are never packed: the patch returns None, as a GPU run does.
+* `_ignore_causal_mask_sdpa` will not inspect a 2-D padding mask; a GPU run sees an all-ones mask
+  and drops it. Our inputs are never padded, so the patch decides as if none was given. (Defensive:
+  no catalog family passes such a mask when called without one on transformers 5.23.)
 
 MoE experts (Mixtral, Qwen2-MoE) use transformers 5's default `grouped_mm` experts implementation:
 sort by expert, histc, cumsum offsets and one grouped GEMM over all tokens x top-k rows. Its shapes

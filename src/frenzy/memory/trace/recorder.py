@@ -8,8 +8,8 @@ the finalizer fires when the last view, saved tensor or `.grad` lets go, exactly
 allocator would get the block back.
 
 Roles (the breakdown MARP predicts, term by term):
-  weights          parameters and buffers, their dtype casts (autocast's bf16 copies), QLoRA
-                   packed weights/constants and dequantised copies (code marks those with `hint`);
+  weights          parameters and buffers, and dtype casts of them: autocast's 16-bit copies,
+                   QLoRA's dequantised weights (casts of the packed codes) and its constants;
   gradients        `.grad` of parameters (marked when autograd accumulates them);
   optimizer_state  tensors held in `optimizer.state` (marked after each optimizer step);
   logits_loss      non-parameter tensors whose last dimension is the vocabulary, and the loss;
@@ -24,7 +24,6 @@ a gradient when AccumulateGrad steals its buffer.
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -49,8 +48,6 @@ class EventLog:
 
     sizes: list[int] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
-    phases: list[Phase] = field(default_factory=list)
-    steps: list[int] = field(default_factory=list)
     events: list[int] = field(default_factory=list)
     marks: dict[str, int] = field(default_factory=dict)
     phase_starts: list[tuple[int, int, Phase]] = field(default_factory=list)  # (position, step, phase)
@@ -73,20 +70,10 @@ class AllocationRecorder(TorchDispatchMode):
         self.phase = Phase.FORWARD
         self.step = 0
         self.recompute_depth = 0  # > 0 while a checkpointed layer re-runs its forward in backward
-        self._hint: str | None = None
         self._live: dict[int, int] = {}  # storage key -> allocation id
         self._active = True
 
     # ---- labelling API for the step loop ---------------------------------------------------------
-
-    @contextmanager
-    def hint(self, role: str):
-        """Allocations made inside get `role` (QLoRA's dequantised weights, emulated kernels)."""
-        previous, self._hint = self._hint, role
-        try:
-            yield
-        finally:
-            self._hint = previous
 
     def register(self, tensor: torch.Tensor, role: str) -> None:
         """Count a storage that exists before recording starts (parameters, buffers, inputs)."""
@@ -137,8 +124,6 @@ class AllocationRecorder(TorchDispatchMode):
         return out
 
     def _role_of(self, func, tensor: torch.Tensor, args) -> str:
-        if self._hint is not None:
-            return self._hint
         if func in _CASTS and isinstance(args[0], torch.Tensor):
             source = self._live.get(_key(args[0]))
             if source is not None and self.log.roles[source] == WEIGHTS:
@@ -158,8 +143,6 @@ class AllocationRecorder(TorchDispatchMode):
         alloc = len(log.sizes)
         log.sizes.append(round_size(storage.nbytes()))
         log.roles.append(role)
-        log.phases.append(self.phase)
-        log.steps.append(self.step)
         log.events.append(alloc + 1)
         self._live[key] = alloc
         weakref.finalize(storage, self._free, key, alloc)

@@ -28,62 +28,67 @@ class Replay:
     at_marks: dict[str, dict[str, int]]  # live bytes per role at each named mark
 
 
+class _Peaks:
+    """Running live bytes per role, and their maxima within the measured step."""
+
+    def __init__(self, log: EventLog, measured_step: int) -> None:
+        self.log, self.measured_step = log, measured_step
+        self.boundaries = [position for position, _, _ in log.phase_starts]
+        self.by_role = dict.fromkeys(ROLES, 0)
+        self.live = 0
+        self.best: tuple[int, Phase, dict[str, int]] = (-1, Phase.FORWARD, {})
+        self.by_phase: dict[Phase, int] = {}
+
+    def add(self, role: str, size: int) -> None:
+        self.live += size
+        self.by_role[role] += size
+
+    def sample(self, position: int) -> None:
+        """Consider the live bytes at event `position` for the peaks of its phase."""
+        i = bisect.bisect_right(self.boundaries, position) - 1
+        if i < 0:
+            return
+        _, step, phase = self.log.phase_starts[i]
+        if step != self.measured_step:
+            return
+        self.by_phase[phase] = max(self.by_phase.get(phase, 0), self.live)
+        if self.live > self.best[0]:
+            self.best = (self.live, phase, dict(self.by_role))
+
+
 def replay(log: EventLog, measured_step: int) -> Replay:
     """Replay `log`; peaks are taken over the events of step `measured_step` (0-based)."""
     allocator = CachingAllocatorModel()
     blocks: dict[int, object] = {}
-    by_role = dict.fromkeys(ROLES, 0)
-    live = 0
-    best = (-1, Phase.FORWARD, dict(by_role))
-    by_phase: dict[Phase, int] = {}
-    boundaries = [pos for pos, _, _ in log.phase_starts]
-    marks = sorted((pos, name) for name, pos in log.marks.items())
+    peaks = _Peaks(log, measured_step)
+    marks = sorted((position, name) for name, position in log.marks.items())
     at_marks: dict[str, dict[str, int]] = {}
-    next_mark = 0
-
-    def sample(position: int) -> None:
-        nonlocal best
-        i = bisect.bisect_right(boundaries, position) - 1
-        if i < 0:
-            return
-        _, step, phase = log.phase_starts[i]
-        if step != measured_step:
-            return
-        by_phase[phase] = max(by_phase.get(phase, 0), live)
-        if live > best[0]:
-            best = (live, phase, dict(by_role))
-
     for position, event in enumerate(log.events):
-        while next_mark < len(marks) and marks[next_mark][0] <= position:
-            at_marks[marks[next_mark][1]] = dict(by_role)
-            next_mark += 1
+        while marks and marks[0][0] <= position:
+            at_marks[marks.pop(0)[1]] = dict(peaks.by_role)
         if position in log.phase_positions:
-            sample(position)
+            peaks.sample(position)  # a phase starts here: its level before any allocation counts
         alloc = abs(event) - 1
-        role = log.roles[alloc]
-        if role == HOST:
+        if log.roles[alloc] == HOST:
             continue
-        size = log.sizes[alloc]
         if event > 0:
-            live += size
-            by_role[role] += size
-            blocks[alloc] = allocator.malloc(size)
-            sample(position)
+            peaks.add(log.roles[alloc], log.sizes[alloc])
+            blocks[alloc] = allocator.malloc(log.sizes[alloc])
+            peaks.sample(position)
         else:
-            live -= size
-            by_role[role] -= size
+            peaks.add(log.roles[alloc], -log.sizes[alloc])
             allocator.free(blocks.pop(alloc))
-    for _, name in marks[next_mark:]:
-        at_marks[name] = dict(by_role)
+    for _, name in marks:
+        at_marks[name] = dict(peaks.by_role)
     if len(log.events) in log.phase_positions:
-        sample(len(log.events))  # a phase that ended the run without a single event
-    if best[0] < 0:
+        peaks.sample(len(log.events))  # a phase that ended the run without a single event
+    if peaks.best[0] < 0:
         raise ValueError(f"the event log has no events in step {measured_step}")
     return Replay(
-        peak_bytes=best[0],
-        peak_phase=best[1],
-        peak_breakdown=best[2],
-        peak_by_phase=by_phase,
+        peak_bytes=peaks.best[0],
+        peak_phase=peaks.best[1],
+        peak_breakdown=peaks.best[2],
+        peak_by_phase=peaks.by_phase,
         reserved_bytes=allocator.peak_reserved_bytes,
         allocator_allocated_bytes=allocator.peak_allocated_bytes,
         at_marks=at_marks,

@@ -5,7 +5,7 @@ real GPUs; keep the two identical):
 
     for step in range(2):
         for _ in range(grad_accum):
-            loss = model(input_ids=ids, labels=ids).loss   # forward (under autocast for *-mixed)
+            loss = model(input_ids=ids, labels=ids, use_cache=False).loss   # autocast for *-mixed
             loss.backward()
         optimizer.step(); optimizer.zero_grad(set_to_none=True)
 

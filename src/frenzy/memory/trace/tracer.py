@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
-from frenzy.core.training import Attention, Method, Recompute, TrainingConfig
+from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
 from frenzy.memory.trace import build, optim, patches, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
@@ -70,6 +70,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
+    build.check_sequence(cfg, seq_len)
     cfg = build.shard_config(cfg, plan.tp)
     notes = list(_plan_notes(training, plan))
     with _quiet_gc(), ExitStack() as stack:
@@ -117,8 +118,11 @@ def _configure_recompute(net: nn.Module, layers: nn.ModuleList, training: Traini
                          recorder: AllocationRecorder, semantics: CudaSemantics, stack: ExitStack) -> None:
     # context_fn only re-enters the CUDA-semantics mode during recomputation (a GPU run needs none).
     if plan.recompute is Recompute.FULL:
-        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
-            "use_reentrant": False, "context_fn": semantics.checkpoint_contexts})
+        kwargs = {"use_reentrant": False, "context_fn": semantics.checkpoint_contexts}
+        if hasattr(net, "activation_checkpointing_enable"):  # transformers >= 5.x name
+            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     elif plan.recompute is Recompute.SELECTIVE and training.attention is Attention.EAGER:
         stack.enter_context(patches.selective_recompute(
             layers, lambda: step.forward_region(recorder), semantics.checkpoint_contexts))
@@ -132,7 +136,7 @@ def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
     if training.method is Method.QLORA:
         yield ("QLoRA: bitsandbytes NF4 represented by its tensors (packed uint8, double-quantised "
                "absmax, code tables) and MatMul4Bit's autograd (saves packed weight, dequantises twice)")
-    if training.optimizer.value == "adamw-8bit":
+    if training.optimizer is Optimizer.ADAMW_8BIT:
         yield "AdamW8bit: bitsandbytes state layout emulated; in-place update, no step temporaries"
     yield "runtime overhead (CUDA context, cuBLAS workspace, kernel scratch) is not traceable: 0"
 
