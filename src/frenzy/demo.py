@@ -1,32 +1,179 @@
-"""`make demo`: Frenzy's main job on embedded defaults — plans for three well-known models."""
+"""`make demo`: Frenzy's main job, end to end on this machine.
+
+Starts a local fake heterogeneous Ray cluster (three GPU types, CPU workers), the Frenzy server
+with SQLite, submits three small LLM jobs with no GPU counts through the HTTP API, shows their
+plans, placements and live progress, forces one OOM re-plan, prints a summary, and stops every
+process it started. `python -m frenzy.demo --plans-only` prints plans for three large models
+without starting anything.
+"""
 
 from __future__ import annotations
 
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
 from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 
-from frenzy.cli.render import plans_table
-from frenzy.core import catalog
-from frenzy.core.hf_config import load_model
-from frenzy.core.job import JobSpec
-from frenzy.core.training import Method, TrainingConfig
-from frenzy.memory.plans import plan_job
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CLUSTER = "demo"  # A100-SXM-80G x2 (6 GiB emulated), A10G-24G x4 (3 GiB), T4-16G x2 (2 GiB)
+console = Console(width=None if Console().is_terminal else 130)
 
-DEMO_JOBS = [  # (model, global batch, sequence length, method)
-    ("meta-llama/Llama-3.1-8B", 64, 4096, Method.FULL),
-    ("Qwen/Qwen2.5-14B", 32, 2048, Method.LORA),
-    ("mistralai/Mixtral-8x7B-v0.1", 64, 4096, Method.FULL),
-]
+
+def _spec(file: str, **over) -> dict:
+    path = EXAMPLES / file
+    body = yaml.safe_load(path.read_text())
+    for key in ("model", "dataset"):
+        local = path.parent / str(body.get(key, ""))
+        if body.get(key) and body[key] != "synthetic" and local.exists():
+            body[key] = str(local.resolve())
+    return {**body, **over}
+
+
+def demo_jobs() -> list[dict]:
+    return [
+        _spec("gpt2-lora.yaml", name="gpt2-lora"),
+        _spec("qwen2.5-lora.yaml", name="qwen2.5-0.5b-lora"),
+        # Asks for the cheap type only and uses 1.8x MARP's memory (as an unmodelled buffer would):
+        # it runs out of memory at its second step and is re-planned with more headroom.
+        _spec("tiny-llama.yaml", name="tiny-llama-oom", limits={"gpu_types": ["A10G-24G"]},
+              emulation={"peak_factor": 1.8}),
+    ]
+
+
+def _gib(n) -> str:
+    return f"{n / 2**30:.2f}" if n else "-"
+
+
+def _plans_table(name: str, plans: list[dict]) -> Table:
+    table = Table("GPUs", "GPU type", "plan", "predicted GiB/GPU", "GPU GiB", title=f"plans for {name} (best first)")
+    for p in plans[:4]:
+        table.add_row(str(p["num_gpus"]), p["gpu_type"], p["describe"], _gib(p["memory"]["device_bytes"]),
+                      _gib(p["gpu_memory_bytes"]))
+    return table
+
+
+def _progress_table(jobs: list[dict]) -> Table:
+    table = Table("job", "state", "attempt", "placed on", "step", "loss", "predicted", "observed", title="jobs")
+    for j in jobs:
+        peaks = j["progress"].get("peak_bytes") or []
+        where = ", ".join(f"{n}:{g}" for n, g in j["placement"]) or "-"
+        table.add_row(j["name"], j["state"], str(j["attempts"]), f"{j['plan'] or '-'} @ {where}",
+                      f"{j.get('step') or 0}/{j.get('total_steps') or '?'}", str(j.get("loss") or "-"),
+                      _gib(j["chosen_plan"]["memory"]["device_bytes"]) if j["chosen_plan"] else "-",
+                      _gib(max(peaks)) if peaks else "-")
+    return table
+
+
+def _summary(client, ids: list[str], started: float) -> Table:
+    table = Table("job", "state", "attempts", "final plan", "predicted GiB", "observed GiB", "obs/pred",
+                  "steps", "loss", "submit→placed s", title=f"summary ({time.time() - started:.0f} s)")
+    for job_id in ids:
+        j = client.job(job_id)
+        last = j["attempts_detail"][-1] if j["attempts_detail"] else {}
+        outcomes = " → ".join(a["outcome"] for a in j["attempts_detail"])
+        table.add_row(j["name"], j["state"], outcomes, f"{j['num_gpus']}x {j['gpu_type']} {j['plan']}",
+                      _gib(last.get("predicted_device_bytes")), _gib(max(last.get("observed_peak_bytes") or [0])),
+                      str(last.get("observed_over_predicted") or "-"), str(j.get("step") or 0),
+                      str(j.get("loss") or "-"), f"{j['timings']['submit_to_placed_s']:.2f}")
+    return table
+
+
+def _port(preferred: int) -> int:
+    """The API's default port, or a free one if something already listens there."""
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+
+def run(timeout_s: float = 900) -> int:
+    import uvicorn
+
+    from frenzy.cli.client import Client
+    from frenzy.control.server import ServerSettings, build
+
+    home = Path(tempfile.mkdtemp(prefix="frenzy-demo-"))
+    settings = ServerSettings(port=_port(8000), db_url=f"sqlite:///{home / 'frenzy.db'}", fake_nodes=CLUSTER,
+                              storage_root=home / "jobs")
+    console.rule("[bold]Frenzy demo: serverless LLM training on a fake heterogeneous Ray cluster")
+    console.print(f"starting a local Ray cluster ({CLUSTER}) and the server (SQLite at {home / 'frenzy.db'}) …")
+    service, app, cleanup, address = build(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    try:
+        service.start()
+        thread.start()
+        client = Client(f"http://127.0.0.1:{settings.port}")
+        while not client.healthy():
+            time.sleep(0.2)
+        cluster = client.cluster()
+        console.print("cluster: " + ", ".join(f"{n['name']} {n['total_gpus']}x {n['gpu_type']} "
+                                               f"({_gib(n['gpu_memory_bytes'])} GiB each)" for n in cluster["nodes"]))
+        started = time.time()
+        ids = []
+        for spec in demo_jobs():
+            created = client.submit(spec)  # note: no GPU count in any spec
+            ids.append(created["id"])
+            console.print(_plans_table(spec["name"], created["plans"]))
+        with Live(console=console, refresh_per_second=2) as live:
+            seen: dict[str, int] = {}
+            while time.time() - started < timeout_s:
+                jobs = [client.job(i) for i in ids]
+                for j in jobs:
+                    logs = client.logs(j["id"], seen.get(j["id"], 0))
+                    seen[j["id"]] = logs["next_after"]
+                    for line in logs["lines"]:
+                        if line["line"].startswith("[frenzy]"):
+                            live.console.print(f"[dim]{j['name']}:[/] {line['line'][9:]}")
+                live.update(_progress_table(jobs))
+                if all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs):
+                    break
+                time.sleep(1)
+        console.print(_summary(client, ids, started))
+        ok = all(client.job(i)["state"] == "succeeded" for i in ids)
+        console.print("[green]all jobs succeeded[/]" if ok else "[red]some jobs did not succeed[/]")
+        return 0 if ok else 1
+    finally:
+        console.print("stopping the server and the Ray cluster …")
+        server.should_exit = True
+        thread.join(timeout=30)
+        cleanup()
+
+
+def plans_only() -> None:
+    from frenzy.cli.render import plans_table
+    from frenzy.core import catalog
+    from frenzy.core.hf_config import load_model
+    from frenzy.core.job import JobSpec
+    from frenzy.core.training import Method, TrainingConfig
+    from frenzy.memory.plans import plan_job
+
+    gpus = list(catalog.gpu_types().values())
+    for name, batch, seq, method in [("meta-llama/Llama-3.1-8B", 64, 4096, Method.FULL),
+                                     ("Qwen/Qwen2.5-14B", 32, 2048, Method.LORA),
+                                     ("mistralai/Mixtral-8x7B-v0.1", 64, 4096, Method.FULL)]:
+        job = JobSpec(model=load_model(name), training=TrainingConfig(method=method), seq_len=seq, global_batch=batch)
+        console.print(job.model.summary())
+        console.print(plans_table(f"frenzy plan {name} --global-batch {batch} --seq {seq} --method {method.value}",
+                                  plan_job(job, gpus)[:8]))
 
 
 def main() -> None:
-    console = Console(width=None if Console().is_terminal else 120)
-    gpus = list(catalog.gpu_types().values())
-    for name, batch, seq, method in DEMO_JOBS:
-        job = JobSpec(model=load_model(name), training=TrainingConfig(method=method), seq_len=seq, global_batch=batch)
-        console.print(job.model.summary())
-        title = f"frenzy plan {name} --global-batch {batch} --seq {seq} --method {method.value}"
-        console.print(plans_table(title, plan_job(job, gpus)[:8]))
-        console.print()
+    if "--plans-only" in sys.argv:
+        plans_only()
+        return
+    sys.exit(run())
 
 
 if __name__ == "__main__":

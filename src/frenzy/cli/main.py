@@ -187,6 +187,7 @@ def gpus() -> None:
 
 # ---- command groups from other subsystems register here, one line each ----------------------
 # (each module exposes `register(app)`; keep these imports light: heavy imports go inside commands)
+from frenzy.cli.serve import register as _register_serve; _register_serve(app)  # noqa: E402,E702
 from frenzy.cli.simulate import register as _register_simulate; _register_simulate(app)  # noqa: E402,E702
 
 

@@ -28,6 +28,7 @@ class RunningJob:
     allocation: tuple[tuple[str, int], ...]  # (node name, GPUs) pairs
     start_time_s: float
     expected_end_s: float | None = None  # predicted completion (for reservations and backfill)
+    job: QueuedJob | None = None  # the job as it was queued (round-based policies may re-plan it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +48,13 @@ class ClusterState:
             total[node.gpu_type] = total.get(node.gpu_type, 0) + node.total_gpus
         return total
 
+    def widest_node_by_type(self) -> dict[str, int]:
+        """GPUs in the largest node of each type: the bound on a tensor-parallel group there."""
+        widest: dict[str, int] = {}
+        for node in self.nodes:
+            widest[node.gpu_type] = max(widest.get(node.gpu_type, 0), node.total_gpus)
+        return widest
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueuedJob:
@@ -64,6 +72,8 @@ class QueuedJob:
     requested_gpu_type: str | None = None
     attempts: int = 0
     priority: int = 0
+    # GPU types this job must not be placed on again (a user who saw it run out of memory there).
+    excluded_gpu_types: tuple[str, ...] = ()
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -76,6 +76,7 @@ def test_oom_replans_with_more_headroom_then_gives_up(env):
     assert second.choice["memory"]["device_bytes"] * 1.4 <= 0.95 * second.choice["gpu_memory_bytes"]
     assert second.choice != first.choice
     assert store.calibration()[("llama", first.choice["gpu_type"])][0] == pytest.approx(1.4)
+    assert second.worker_config["predicted_peak_bytes"] < predicted
     assert capacity > 0
     executor.finish(second, AttemptOutcome.OOM, peak=second.choice["gpu_memory_bytes"], error="OOM again")
     loop.step()

@@ -141,3 +141,48 @@ def test_packed_sequence_detection_is_positive_on_fake_tensors_and_patched():
         assert masking_utils.find_packed_sequence_indices(positions) is not None
         with gpu_decisions():
             assert masking_utils.find_packed_sequence_indices(positions) is None
+
+
+def test_gradient_sums_are_in_place_as_on_a_gpu():
+    """A tied embedding gets two gradients; the engine sums a CUDA tensor's in place but a fake
+    (subclass) tensor's out of place. The replay must count the GPU's way."""
+    import dataclasses
+
+    with FakeTensorMode():
+        emb = torch.nn.Parameter(torch.empty(1000, 64))  # 256000 B
+        recorder = AllocationRecorder(vocab_size=1000)
+        with recorder:
+            recorder.register(emb, WEIGHTS)
+            recorder.set_phase(0, Phase.FORWARD)
+            ids = torch.zeros(8, dtype=torch.long)
+            logits = F.embedding(ids, emb) @ emb.t()
+            loss = logits.sum()
+            del logits
+            recorder.set_phase(0, Phase.BACKWARD)
+            loss.backward()
+            recorder.mark(emb.grad, GRADIENTS)
+        log = recorder.stop()
+    # Peak at the embedding backward: weight, ids, loss, its seed, the LM-side gradient of the
+    # weight, the input gradient of the lookup, and the lookup-side gradient of the weight.
+    gpu_peak = 256000 + 512 + 512 + 512 + 256000 + 2048 + 256000
+    result = replay(log, measured_step=0)
+    assert result.peak_bytes == gpu_peak
+    assert result.peak_breakdown["gradients"] == 256000  # the summed buffer becomes .grad
+    unfolded = replay(dataclasses.replace(log, accumulations={}), measured_step=0)
+    assert unfolded.peak_bytes > gpu_peak  # what the fake engine itself allocates
+
+
+def _saved_by_dropout(mode) -> list:
+    saved = []
+    with FakeTensorMode(), mode:
+        x = torch.empty(4, 8, dtype=torch.bfloat16, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.dtype) or t, lambda t: t):
+            F.dropout(x, p=0.1, training=True)
+    return saved
+
+
+def test_dropout_keeps_a_bool_mask_as_on_cuda():
+    from contextlib import nullcontext
+
+    assert _saved_by_dropout(nullcontext()) == [torch.bfloat16]  # CPU composite: noise in the input dtype
+    assert _saved_by_dropout(CudaSemantics()) == [torch.bool]  # CUDA native_dropout: a bool mask

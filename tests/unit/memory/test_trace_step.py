@@ -206,6 +206,8 @@ def test_gpt2_fused_qkv_lora(tmp_path):
     cfg.update(n_layer=LAYERS, n_embd=H, n_head=HEADS, vocab_size=VOCAB, n_positions=256)
     result = _trace(_write(tmp_path, cfg, "gpt2"), method=Method.LORA, lora_targets=("q", "v"))
     assert result.trainable_params == LAYERS * 8 * (H + 3 * H)  # the fused c_attn is adapted whole
+    with pytest.raises(ValueError, match="learned positions"):  # a GPU would fail with an index error
+        _trace(_write(tmp_path, cfg, "gpt2"), seq=cfg["n_positions"] + 1)
 
 
 def test_gradient_accumulation_keeps_one_gradient_buffer(llama):

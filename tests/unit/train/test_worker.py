@@ -14,6 +14,7 @@ pytestmark = pytest.mark.slow
     dict(dp=2, zero=0, micro_batch=1, grad_accum=2),  # DDP
     dict(dp=2, zero=3, micro_batch=1, grad_accum=2),  # FSDP2
     dict(dp=1, tp=2),  # tensor parallel
+    dict(dp=2, zero=0, micro_batch=1, grad_accum=2, method="lora", precision="bf16-mixed", recompute="full"),
 ])
 def test_layouts_train_and_loss_is_finite(tmp_path, layout):
     cfg = base_config(tmp_path, **layout)

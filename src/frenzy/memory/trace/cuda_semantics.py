@@ -1,8 +1,8 @@
 """Make a fake-CPU run take the dtype and kernel decisions a CUDA run takes.
 
-The trace runs on the fake `cpu` device (fake `cuda` aborts on CPU-only builds), so two CPU-specific
+The trace runs on the fake `cpu` device (fake `cuda` aborts on CPU-only builds), so CPU-specific
 behaviours would leak into the measurement. This module's `CudaSemantics` torch-function mode
-corrects both; it sits above autograd, so every cast it adds is recorded by autograd (and saved for
+corrects three; it sits above autograd, so every cast it adds is recorded by autograd (and saved for
 backward) exactly like a cast made by CUDA autocast.
 
 1. Autocast op lists. `torch.autocast("cpu")` casts matmuls to 16 bits like CUDA, but its fp32
@@ -19,7 +19,11 @@ backward) exactly like a cast made by CUDA autocast.
    The mode applies the CUDA policy to these ops whenever CPU autocast is on, before CPU autocast
    sees them. Ops both lists agree on are left to CPU autocast. Activation recomputation runs
    inside backward, where torch-function modes are off: checkpoints get `checkpoint_contexts`.
-2. SDPA kernel choice. On CPU, SDPA runs the flash kernel (keeps output + fp32 logsumexp, as CUDA
+2. Dropout. CUDA runs `native_dropout`, which keeps a bool mask; the CPU composite keeps its noise
+   tensor in the input dtype (2 bytes per element in bf16 instead of 1). `dropout` runs as on CUDA.
+   (Dropout inside SDPA's math kernel, C++ below this mode, keeps the CPU form: only fp32 GQA
+   models with attention dropout hit it.)
+3. SDPA kernel choice. On CPU, SDPA runs the flash kernel (keeps output + fp32 logsumexp, as CUDA
    flash does) for any dtype and GQA, but falls back to the math kernel (materialises b x h x s x s)
    whenever dropout > 0. CUDA picks flash for fp16/bf16 without a mask, memory-efficient otherwise
    (also output + logsumexp) unless GQA is requested (it has no GQA support), and math last. The
@@ -86,6 +90,18 @@ def _half_to_float_softmax(name: str, args, kwargs, autocast: bool):
     return _SOFTMAXES[name](x, dim, True)
 
 
+def _fused_dropout(args, kwargs):
+    """CUDA dropout is one kernel that keeps a bool mask (1 B/element); the CPU composite keeps its
+    noise tensor in the input dtype (2-4 B/element). None where CUDA would not fuse either."""
+    x = args[0] if args else kwargs.get("input")
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+    inplace = kwargs.get("inplace", args[3] if len(args) > 3 else False)
+    if not isinstance(x, torch.Tensor) or not training or inplace or not 0 < p < 1 or x.numel() == 0:
+        return None
+    return torch.native_dropout(x, p, True)[0]
+
+
 def cuda_sdpa_backend(dtype: torch.dtype, heads_q: int, heads_kv: int, head_dim: int,
                       has_mask: bool, enable_gqa: bool) -> SDPBackend:
     """The SDPA kernel PyTorch picks on a recent NVIDIA GPU (priority flash > efficient > math)."""
@@ -110,6 +126,8 @@ class CudaSemantics(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "scaled_dot_product_attention":
             return self._sdpa(func, args, kwargs)
+        if name == "dropout" and (fused := _fused_dropout(args, kwargs)) is not None:
+            return fused
         autocast = torch.is_autocast_enabled("cpu")
         if name in _SOFTMAXES and (fused := _half_to_float_softmax(name, args, kwargs, autocast)) is not None:
             return fused

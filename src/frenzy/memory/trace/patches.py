@@ -45,24 +45,32 @@ def setattr_during(obj, name: str, value):
 
 @contextmanager
 def gpu_decisions():
-    """Patch transformers' helpers to decide as they would on real, unpadded GPU inputs."""
+    """Patch transformers' helpers to decide as they would on real, unpadded GPU inputs (each patch
+    only where the helper exists in the installed transformers)."""
     from transformers import masking_utils
-    from transformers.integrations import moe
-
-    original_ignore = masking_utils._ignore_causal_mask_sdpa
-    original_grouped = moe._can_use_grouped_mm
-
-    def ignore_causal_mask_sdpa(padding_mask, *args, **kwargs):
-        return original_ignore(None, *args, **kwargs)
-
-    def can_use_grouped_mm(input, weight, offs):
-        return weight.dtype == torch.bfloat16 and original_grouped(input, weight, offs)
 
     with ExitStack() as stack:
-        stack.enter_context(setattr_during(masking_utils, "find_packed_sequence_indices", lambda position_ids: None))
-        stack.enter_context(setattr_during(masking_utils, "_ignore_causal_mask_sdpa", ignore_causal_mask_sdpa))
-        stack.enter_context(setattr_during(moe, "_can_use_grouped_mm", can_use_grouped_mm))
+        if hasattr(masking_utils, "find_packed_sequence_indices"):
+            stack.enter_context(setattr_during(masking_utils, "find_packed_sequence_indices",
+                                               lambda position_ids: None))
+        if hasattr(masking_utils, "_ignore_causal_mask_sdpa"):
+            original_ignore = masking_utils._ignore_causal_mask_sdpa
+            stack.enter_context(setattr_during(masking_utils, "_ignore_causal_mask_sdpa",
+                                               lambda padding_mask, *a, **k: original_ignore(None, *a, **k)))
+        moe = _moe_integration()
+        if moe is not None and hasattr(moe, "_can_use_grouped_mm"):
+            original_grouped = moe._can_use_grouped_mm
+            stack.enter_context(setattr_during(moe, "_can_use_grouped_mm", lambda input, weight, offs: (
+                weight.dtype == torch.bfloat16 and original_grouped(input, weight, offs))))
         yield
+
+
+def _moe_integration():
+    try:
+        from transformers.integrations import moe
+    except ImportError:  # transformers 4.x: per-expert nn.Linear modules, no grouped GEMM
+        return None
+    return moe
 
 
 def _recomputed(fn, region, context_fn):

@@ -36,6 +36,7 @@ from frenzy.memory.trace.allocator import round_size
 WEIGHTS, GRADIENTS, OPTIMIZER_STATE = "weights", "gradients", "optimizer_state"
 ACTIVATIONS, LOGITS_LOSS, TEMPORARIES, HOST = "activations", "logits_loss", "temporaries", "host"
 _CASTS = {torch.ops.aten._to_copy.default}
+_SUM = torch.ops.aten.add.Tensor
 
 
 @dataclass(slots=True)
@@ -53,6 +54,8 @@ class EventLog:
     phase_starts: list[tuple[int, int, Phase]] = field(default_factory=list)  # (position, step, phase)
     phase_positions: set[int] = field(default_factory=set)
     origins: list[str] = field(default_factory=list)  # "op shape dtype" per allocation, when kept
+    # out-of-place gradient sums in backward: result id -> ids of its operands (see engine.py)
+    accumulations: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def _key(tensor: torch.Tensor) -> int:
@@ -121,6 +124,10 @@ class AllocationRecorder(TorchDispatchMode):
             if key in input_keys:
                 continue  # a view of a storage created before recording (not ours to count)
             self._allocate(tensor, self._role_of(func, tensor, args), func)
+            if func is _SUM and self.phase is Phase.BACKWARD and not self.recompute_depth:
+                operands = tuple(self._live[_key(t)] for t in args if isinstance(t, torch.Tensor)
+                                 and _key(t) in self._live)
+                self.log.accumulations[len(self.log.sizes) - 1] = operands
         return out
 
     def _role_of(self, func, tensor: torch.Tensor, args) -> str:

@@ -1,7 +1,8 @@
 """Turn a recorded event log into the numbers a GPU would report for the measured step.
 
 Live bytes (sum of 512-rounded sizes) give `max_memory_allocated`; the same stream replayed through
-the caching-allocator model gives `max_memory_reserved`. The breakdown by role is the one alive at
+the caching-allocator model gives `max_memory_reserved`. Gradient sums the autograd engine does in
+place on a GPU are folded first (engine.py). The breakdown by role is the one alive at
 the allocated peak of the measured step.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import CachingAllocatorModel
+from frenzy.memory.trace.engine import fold_inplace_accumulations
 from frenzy.memory.trace.recorder import HOST, EventLog
 
 ROLES = ("weights", "gradients", "optimizer_state", "activations", "logits_loss", "temporaries")
@@ -57,7 +59,8 @@ class _Peaks:
 
 
 def replay(log: EventLog, measured_step: int) -> Replay:
-    """Replay `log`; peaks are taken over the events of step `measured_step` (0-based)."""
+    """Replay `log` as a GPU runs it; peaks are taken over the events of step `measured_step` (0-based)."""
+    log = fold_inplace_accumulations(log)
     allocator = CachingAllocatorModel()
     blocks: dict[int, object] = {}
     peaks = _Peaks(log, measured_step)

@@ -1,52 +1,253 @@
-"""HAS, Frenzy's heterogeneity-aware scheduler: for each queued job in order, walk its MARP plans in
-priority order and place the first one the cluster can satisfy now (best-fit nodes).
+"""HAS, Frenzy's heterogeneity-aware scheduler, made time-aware.
 
-Cost per job is O(plans x nodes of the plan's type); no solver, no rounds.
+For each queued job, walk its MARP plans in priority order (predicted finish time) and place the
+first one the cluster can satisfy now on best-fit nodes (tensor parallel inside a node, fewest
+nodes, least leftover). Beyond the paper, predicted completion times (frenzy.perf for queued jobs,
+each running job's expected end) make it time-aware:
+  - order: highest response ratio next, (wait + predicted run) / predicted run (Brinch Hansen
+    1971): short jobs first, while a long job's ratio keeps growing until it reaches the head;
+  - patience: a job takes a slower plan available now only if it would finish before a faster plan
+    it could get when running jobs end (counting GPUs claimed by jobs ahead that chose to wait);
+  - reservation: the first job that waits holds a reservation on the GPU type it waits for, and
+    jobs behind it are backfilled there only within the spare GPUs or if they finish before the
+    reservation starts (EASY backfilling, Lifka 1995), so it cannot be overtaken indefinitely;
+  - lean plans under contention: when the queue needs more GPUs than are free, plans are walked by
+    GPU-seconds (then finish time) so that no job buys a little speed with GPUs others wait for.
+  - preemption: a waiting job far shorter than a running job's remaining time may evict it
+    (frenzy.sched.preemption: shortest-job-first with a restart-cost guard).
+Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
+Cost per job: O(plans x nodes of the plan's type) plus O(plans x log running) for patience.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Sequence
 
-from frenzy.sched.placement import place_on_nodes
+from frenzy.memory.plans import PlanChoice
+from frenzy.sched.configs import duration_s
+from frenzy.sched.pool import FreePool
+from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
-from frenzy.sched.types import ClusterState, Decision, NodeState, Place, QueuedJob, Wait
+from frenzy.sched.types import ClusterState, Decision, Place, QueuedJob
+
+STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
+# A plan more than this many times slower than the job's fastest one is not offered: without
+# preemption a job stuck on far slower GPUs (an old type, many times over) cannot be moved later.
+MAX_SLOWDOWN = 4.0
 
 
-def _take(nodes: dict[str, NodeState], allocation) -> None:
-    for name, gpus in allocation:
-        node = nodes[name]
-        nodes[name] = NodeState(name=node.name, gpu_type=node.gpu_type, total_gpus=node.total_gpus,
-                                free_gpus=node.free_gpus - gpus)
+@dataclass(slots=True)
+class _Reservation:
+    start_s: float
+    gpu_type: str
+    spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
 
 
-def first_satisfiable(job: QueuedJob, nodes: dict[str, NodeState]) -> Place | None:
-    by_type: dict[str, list[NodeState]] = {}
-    for node in nodes.values():
-        if node.free_gpus:
-            by_type.setdefault(node.gpu_type, []).append(node)
-    for choice in job.plans:
-        candidates = by_type.get(choice.gpu.name)
-        if not candidates:
-            continue
-        allocation = place_on_nodes(candidates, choice.num_gpus, choice.plan.tp)
-        if allocation is not None:
-            return Place(job_id=job.job_id, choice=choice, allocation=allocation)
-    return None
+class _Releases:
+    """When running jobs free GPUs of each type: sorted end times and cumulative GPUs freed."""
+
+    def __init__(self, state: ClusterState):
+        by_type: dict[str, list[tuple[float, int]]] = {}
+        for job in state.running:
+            if job.expected_end_s is not None:
+                by_type.setdefault(job.choice.gpu.name, []).append((job.expected_end_s, job.choice.num_gpus))
+        self.ends: dict[str, list[float]] = {}
+        self.freed: dict[str, list[int]] = {}
+        for gpu, items in by_type.items():
+            items.sort()
+            self.ends[gpu] = [t for t, _ in items]
+            self.freed[gpu] = list(accumulate(n for _, n in items))
+
+    def time_free(self, gpu: str, missing: int, now: float) -> float | None:
+        """Earliest time at least `missing` more GPUs of this type are free (None: never)."""
+        if missing <= 0:
+            return now
+        freed = self.freed.get(gpu)
+        if not freed or freed[-1] < missing:
+            return None
+        return max(now, self.ends[gpu][bisect_left(freed, missing)])
+
+
+_STEP_SECONDS: dict[int, tuple] = {}  # id(plan tuple) -> (the tuple, {id(plan): seconds per step})
+_STEP_SECONDS_LIMIT = 20_000
+
+
+def step_seconds(job: QueuedJob) -> dict:
+    """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
+    fewest GPUs any of them needs). Jobs of one shape share
+    their plan tuple, so this is computed once per shape; the cache keeps the tuple alive so its id
+    cannot be reused for another while cached."""
+    entry = _STEP_SECONDS.get(id(job.plans))
+    if entry is None or entry[0] is not job.plans:
+        if len(_STEP_SECONDS) > _STEP_SECONDS_LIMIT:
+            _STEP_SECONDS.clear()
+        one_step = replace(job.spec, steps=1)
+        entry = (job.plans, {id(c): duration_s(one_step, c) for c in job.plans})
+        entry[1]["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
+        _STEP_SECONDS[id(job.plans)] = entry
+    return entry[1]
+
+
+_LAST_RELEASES: list = [None, None]
+
+
+def _releases(state: ClusterState) -> _Releases:
+    """The release schedule of `state.running`, reused while the caller passes the same tuple."""
+    if _LAST_RELEASES[0] is not state.running:
+        _LAST_RELEASES[0], _LAST_RELEASES[1] = state.running, _Releases(state)
+    return _LAST_RELEASES[1]
+
+
+def _usable_plans(job: QueuedJob, max_slowdown: float, cache: dict) -> Sequence[PlanChoice]:
+    """The job's plans minus excluded types and plans too slow next to its fastest (memoised per
+    plan list within a call: jobs of one shape share it)."""
+    key = (id(job.plans), job.excluded_gpu_types)
+    if key not in cache:
+        plans = [c for c in job.plans if c.gpu.name not in job.excluded_gpu_types]
+        if plans and max_slowdown < float("inf"):
+            seconds = step_seconds(job)
+            fastest = min(seconds[id(c)] for c in plans)
+            plans = [c for c in plans if seconds[id(c)] <= max_slowdown * fastest]
+        cache[key] = plans
+    return cache[key]
 
 
 @register("frenzy")
 class HeterogeneityAwareScheduler:
     name = "frenzy"
+    round_s = None  # event-driven: called on every arrival and completion
+
+    def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = False, order: str = "hrrn",
+                 max_slowdown: float = MAX_SLOWDOWN, preempt: bool = True,
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S):
+        if order not in ("hrrn", "fifo"):
+            raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
+        self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
+        self.startup_estimate_s = startup_estimate_s
+        self.max_slowdown = max_slowdown
+        self.preempt = preempt
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
-        nodes = {n.name: n for n in state.nodes}
+        pool = FreePool(state)
+        releases = _releases(state) if self.time_aware else None
+        contended = len(queue) > 1 and self._demand(queue) > sum(pool.totals.values())
+        if contended and self.order == "hrrn":
+            queue = self._by_response_ratio(queue, now)
         decisions: list[Decision] = []
+        hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
+        orders: dict[int, Sequence[PlanChoice]] = {}
+        usable: dict[tuple, Sequence[PlanChoice]] = {}
+        claims: dict[str, int] = {}  # GPUs of a type that waiting jobs ahead expect to get
+        reservation: _Reservation | None = None
+        waiting: list[tuple[QueuedJob, Sequence[PlanChoice]]] = []
         for job in queue:
-            place = first_satisfiable(job, nodes)
-            if place is None:
-                decisions.append(Wait(job_id=job.job_id, reason="no plan fits the free GPUs now"))
+            plans = _usable_plans(job, self.max_slowdown, usable)
+            if contended and self.lean_when_contended:
+                plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
+            if id(plans) in hopeless:
+                waiting.append((job, plans))
                 continue
-            _take(nodes, place.allocation)
-            decisions.append(place)
+            rank, allocation = self._first_now(job, plans, pool, reservation, now)
+            if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
+                hopeless.add(id(plans))
+            wait = None
+            if releases is not None and rank > 0:
+                if allocation is None:
+                    faster = plans[:rank]
+                else:
+                    seconds = step_seconds(job)
+                    now_s = seconds.get(id(plans[rank]), float("inf"))
+                    faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
+                wait = self._best_wait(job, faster, pool, releases, claims, now)
+            if allocation is not None and (wait is None or now + self._run_s(job, plans[rank], pool) <= wait[0]):
+                choice = plans[rank]
+                if reservation is not None and choice.gpu.name == reservation.gpu_type and \
+                        now + self._run_s(job, choice, pool) > reservation.start_s:
+                    reservation.spare -= choice.num_gpus
+                pool.take(choice.gpu.name, allocation)
+                decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
+                continue
+            waiting.append((job, plans))
+            if wait is not None:
+                _, start, choice = wait
+                claims[choice.gpu.name] = claims.get(choice.gpu.name, 0) + choice.num_gpus
+                if reservation is None:
+                    spare = pool.totals.get(choice.gpu.name, 0) + self._freed_by(releases, choice.gpu.name, start) \
+                        - claims[choice.gpu.name]
+                    reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=max(0, spare))
+        if self.preempt and waiting and releases is not None and releases.ends:
+            latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
+            decisions += preemptions_for(state, pool, waiting, now, lambda j, c: self._run_s(j, c, pool), latest)
         return decisions
+
+    # ---- pieces -----------------------------------------------------------------------------
+
+    def _run_s(self, job: QueuedJob, choice: PlanChoice, pool: FreePool) -> float:
+        seconds = step_seconds(job).get(id(choice))
+        if seconds is None:  # not one of the job's own plan objects
+            return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
+        return self.startup_estimate_s + job.spec.steps * seconds
+
+    def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float):
+        """(rank, allocation) of the first plan that fits now without delaying the reservation;
+        (len(plans), None) if none does."""
+        for rank, choice in enumerate(plans):
+            gpu = choice.gpu.name
+            if not pool.fits_total(gpu, choice.num_gpus):
+                continue
+            if reservation is not None and gpu == reservation.gpu_type and choice.num_gpus > reservation.spare \
+                    and now + self._run_s(job, choice, pool) > reservation.start_s:
+                continue
+            allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
+            if allocation is not None:
+                return rank, allocation
+        return len(plans), None
+
+    def _best_wait(self, job, faster, pool: FreePool, releases: _Releases, claims, now: float):
+        """(finish, start, plan) of the plan, among those faster than the one available now, that
+        would finish soonest if the job waited for running jobs to free its GPUs; None if none would."""
+        best = None
+        for choice in faster:
+            gpu = choice.gpu.name
+            if pool.capacity.get(gpu, 0) < choice.num_gpus + claims.get(gpu, 0):
+                continue
+            missing = choice.num_gpus + claims.get(gpu, 0) - pool.totals.get(gpu, 0)
+            start = releases.time_free(gpu, missing, now)
+            if start is None:
+                continue
+            finish = start + self._run_s(job, choice, pool)
+            if best is None or finish < best[0]:
+                best = (finish, start, choice)
+        return best
+
+    @staticmethod
+    def _freed_by(releases: _Releases | None, gpu: str, t: float) -> int:
+        if releases is None or gpu not in releases.ends:
+            return 0
+        k = bisect_left(releases.ends[gpu], t + 1e-9)
+        return releases.freed[gpu][k - 1] if k else 0
+
+    @staticmethod
+    def _demand(queue: Sequence[QueuedJob]) -> int:
+        """GPUs the queue needs at the least: each job's smallest plan."""
+        return sum(step_seconds(job)["min_gpus"] for job in queue)
+
+    @staticmethod
+    def _by_response_ratio(queue: Sequence[QueuedJob], now: float) -> list[QueuedJob]:
+        """Highest response ratio next: (wait + service) / service, service predicted for the job's
+        preferred plan (Brinch Hansen 1971)."""
+        def ratio(job: QueuedJob) -> float:
+            if not job.plans:
+                return 0.0
+            service = max(job.spec.steps * step_seconds(job)[id(job.plans[0])], 1.0)
+            return (now - job.submit_time_s + service) / service
+        return sorted(queue, key=lambda j: (-ratio(j), j.submit_time_s))
+
+    @staticmethod
+    def _lean_order(job: QueuedJob, plans: Sequence[PlanChoice]) -> list[PlanChoice]:
+        """Plans by GPU-seconds (fewest first), then finish time."""
+        seconds = step_seconds(job)
+        return sorted(plans, key=lambda c: (seconds[id(c)] * c.num_gpus, seconds[id(c)]))

@@ -1,0 +1,52 @@
+"""Simulator speed: a 50,000-job trace on a 1,000+ GPU cluster under `frenzy`; writes
+docs/BENCHMARKS.md#sim-speed. Target: <= 60 s on this 2-core machine.
+    python bench/sim_speed.py [--jobs 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import write_section  # noqa: E402
+from sim_common import SHARED, require_shared  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--cluster", default="alibaba-openb@1024")
+    args = parser.parse_args()
+    require_shared()
+    t0 = time.perf_counter()
+    from frenzy.sched import get_policy
+    from frenzy.sim.cluster import load_cluster
+    from frenzy.sim.engine import SimConfig, Simulator
+    from frenzy.sim.workload import load_trace
+
+    spec = load_cluster(args.cluster)
+    jobs = load_trace(SHARED / "traces/philly/philly.csv", max_jobs=args.jobs, skip_jobs=20_000)
+    t1 = time.perf_counter()
+    sim = Simulator(spec, get_policy("frenzy"), jobs, SimConfig())
+    t2 = time.perf_counter()
+    summary = sim.run().summary()
+    t3 = time.perf_counter()
+    total = t3 - t0
+    md = (f"## Simulator speed\n\n{len(jobs):,} Philly jobs (rows 20,000+, original arrival times, mapped to LLM "
+          f"jobs) on `{args.cluster}` ({spec.total_gpus:,} GPUs, {len(spec.node_states())} nodes) under `frenzy`.\n\n"
+          "| phase | seconds |\n|---|---|\n"
+          f"| load + map the trace | {t1 - t0:.1f} |\n| plan every job shape (MARP) and admit | {t2 - t1:.1f} |\n"
+          f"| discrete-event simulation | {t3 - t2:.1f} |\n| **total** | **{total:.1f}** |\n\n"
+          f"Target <= 60 s: {'met' if total <= 60 else 'MISSED'}. {summary['finished']:,} jobs finished, "
+          f"{summary['decisions']:,} scheduling calls, allocated utilisation {summary['utilisation_allocated']:.0%}, "
+          f"average JCT {summary['avg_jct_s'] / 3600:.2f} h, OOM restarts {summary['oom_restarts']}.")
+    print(md)
+    write_section("sim-speed", md)
+
+
+if __name__ == "__main__":
+    main()

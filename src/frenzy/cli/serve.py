@@ -1,0 +1,198 @@
+"""`frenzy serve | submit | jobs | status | logs | cancel | cluster | ray-node-args`.
+
+Module-level imports stay light (typer, rich): server, Ray and HTTP code load inside commands.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console(width=None if Console().is_terminal else 120)
+Url = Annotated[Optional[str], typer.Option("--url", help="server URL (default $FRENZY_URL or http://127.0.0.1:8000)")]
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def _client(url):
+    from frenzy.cli.client import Client
+    return Client(url)
+
+
+def _call(fn, *args, **kwargs):
+    from frenzy.cli.client import ApiError
+    try:
+        return fn(*args, **kwargs)
+    except ApiError as exc:
+        typer.secho(f"error: {exc.detail}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2) from None
+
+
+def _gib(n) -> str:
+    return f"{n / 2**30:.2f} GiB" if n else "-"
+
+
+def serve(host: Annotated[str, typer.Option(help="bind address (loopback by default)")] = "127.0.0.1",
+          port: int = 8000,
+          db_url: Annotated[Optional[str], typer.Option(help="SQLAlchemy URL (default $FRENZY_DB_URL or "
+                                                           "sqlite ~/.frenzy/frenzy.db)")] = None,
+          ray_address: Annotated[Optional[str], typer.Option(help="existing Ray cluster HOST:PORT")] = None,
+          fake_cluster: Annotated[Optional[str], typer.Option(
+              help="start a local fake-GPU Ray cluster: a preset (demo, two-types) or TYPE:GPUS[:MEMORY],...")] = None,
+          fake_gpu: Annotated[bool, typer.Option("--fake-gpu", help="the --ray-address cluster is a fake-GPU "
+                                                 "one: CPU workers, gloo, emulated memory")] = False,
+          step_delay: Annotated[float, typer.Option(hidden=True, help="fake mode: sleep per step (tests)")] = 0.0,
+          storage: Annotated[Path, typer.Option(help="checkpoints and Ray Train results")] = Path("~/.frenzy/jobs"),
+          policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy") -> None:
+    """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray)."""
+    from frenzy.control.server import ServerSettings
+    from frenzy.control.server import serve as run
+
+    run(ServerSettings(host=host, port=port, db_url=db_url, ray_address=ray_address, fake_nodes=fake_cluster,
+                       fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy))
+
+
+def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): model and training settings")],
+           wait: Annotated[bool, typer.Option("--wait", help="follow live progress until the job ends")] = False,
+           url: Url = None) -> None:
+    """Submit a job (no GPU count: Frenzy plans it) and print its plan."""
+    import yaml
+
+    if not spec.exists():
+        typer.secho(f"error: {spec} does not exist; pass a YAML job spec (see examples/)", fg="red", err=True)
+        raise typer.Exit(2)
+    body = yaml.safe_load(spec.read_text())
+    if isinstance(body.get("model"), str) and not body["model"].startswith("/"):
+        local = (spec.parent / body["model"])
+        if local.exists():  # a model path relative to the spec file
+            body["model"] = str(local.resolve())
+    if isinstance(body.get("dataset"), str) and body["dataset"] != "synthetic" and not Path(body["dataset"]).is_absolute():
+        body["dataset"] = str((spec.parent / body["dataset"]).resolve())
+    client = _client(url)
+    created = _call(client.submit, body)
+    best = created["plans"][0]
+    console.print(f"[bold]{created['id']}[/] queued; best plan: {best['num_gpus']}x {best['gpu_type']} "
+                  f"{best['describe']} (predicted {_gib(best['memory']['device_bytes'])} per GPU)")
+    if wait:
+        state = follow(client, created["id"])
+        raise typer.Exit(0 if state == "succeeded" else 1)
+
+
+def follow(client, job_id: str, poll_s: float = 1.0) -> str:
+    """Live Rich view of one job until it ends; returns the final state."""
+    from rich.live import Live
+
+    after = 0
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            job = _call(client.job, job_id)
+            logs = _call(client.logs, job_id, after)
+            after = logs["next_after"]
+            for line in logs["lines"]:
+                live.console.print(f"  {line['line']}")
+            live.update(_job_panel(job))
+            if job["state"] in TERMINAL:
+                return job["state"]
+            time.sleep(poll_s)
+
+
+def _job_panel(job: dict) -> Table:
+    table = Table.grid(padding=(0, 2))
+    step = f"{job.get('step') or 0}/{job.get('total_steps') or '?'}"
+    peaks = job["progress"].get("peak_bytes") or []
+    predicted = job["chosen_plan"]["memory"]["device_bytes"] if job.get("chosen_plan") else 0
+    table.add_row("[bold]" + job["id"], job["state"], f"attempt {job['attempts']}",
+                  f"{job.get('num_gpus') or '-'}x {job.get('gpu_type') or '-'} {job.get('plan') or ''}")
+    table.add_row("", f"step {step}", f"loss {job.get('loss') or '-'}",
+                  f"memory predicted {_gib(predicted)} / observed {_gib(max(peaks) if peaks else 0)}"
+                  + (" [red]AT RISK[/]" if job.get("at_risk") else ""))
+    return table
+
+
+def jobs(state: Annotated[Optional[str], typer.Option(help="only this state")] = None, url: Url = None) -> None:
+    """List jobs."""
+    rows = _call(_client(url).jobs, state)
+    table = Table("id", "name", "state", "GPUs", "plan", "attempts", "step", "loss", "risk")
+    for j in rows:
+        table.add_row(j["id"], j["name"], j["state"], f"{j['num_gpus'] or '-'}x {j['gpu_type'] or '-'}",
+                      j["plan"] or "-", str(j["attempts"]), f"{j['step'] or 0}/{j['total_steps'] or '?'}",
+                      str(j["loss"] or "-"), "!" if j["at_risk"] else "")
+    console.print(table)
+
+
+def status(job_id: str, as_json: Annotated[bool, typer.Option("--json")] = False, url: Url = None) -> None:
+    """A job's state, plan, predicted vs observed memory per attempt, progress."""
+    job = _call(_client(url).job, job_id)
+    if as_json:
+        print(json.dumps(job, indent=2))
+        return
+    console.print(_job_panel(job))
+    table = Table("attempt", "outcome", "plan", "placement", "predicted", "observed peak", "obs/pred")
+    for a in job["attempts_detail"]:
+        table.add_row(str(a["number"]), a["outcome"], f"{a['gpu_type']} {a['plan']}",
+                      ", ".join(f"{n}:{g}" for n, g in a["allocation"]), _gib(a["predicted_device_bytes"]),
+                      _gib(max(a["observed_peak_bytes"])) if a["observed_peak_bytes"] else "-",
+                      str(a["observed_over_predicted"] or "-"))
+    console.print(table)
+    if job["failure_reason"]:
+        console.print(f"[red]failed:[/] {job['failure_reason']}")
+
+
+def logs(job_id: str, follow_: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
+         url: Url = None) -> None:
+    """Print a job's log (Frenzy's decisions and the workers' per-step reports)."""
+    client, after = _client(url), 0
+    while True:
+        out = _call(client.logs, job_id, after)
+        for line in out["lines"]:
+            print(line["line"], flush=True)
+        after = out["next_after"]
+        if not follow_ or out["finished"]:
+            return
+        time.sleep(1)
+
+
+def cancel(job_id: str, url: Url = None) -> None:
+    """Cancel a job (its workers stop within a control-loop step)."""
+    job = _call(_client(url).cancel, job_id)
+    console.print(f"{job['id']}: {job['state']} (cancellation requested)")
+
+
+def cluster(url: Url = None) -> None:
+    """Nodes, GPU types, used and free GPUs."""
+    out = _call(_client(url).cluster)
+    table = Table("node", "GPU type", "GPU memory", "GPUs", "used", "free", "alive")
+    for n in out["nodes"]:
+        table.add_row(n["name"], n["gpu_type"], _gib(n["gpu_memory_bytes"]), str(n["total_gpus"]),
+                      str(n["used_gpus"]), str(n["free_gpus"]), "yes" if n["alive"] else "no")
+    console.print(table)
+
+
+def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PORT")] = "HEAD:6379",
+                  name: Annotated[Optional[str], typer.Option(help="node name (default: hostname)")] = None) -> None:
+    """Print the `ray start` command that joins this GPU machine as a Frenzy node (from NVML)."""
+    from frenzy.core.errors import FrenzyError
+    from frenzy.executor.node_args import local_gpus, ray_start_command
+
+    try:
+        device, count, memory = local_gpus()
+        print(ray_start_command(head, device, count, memory, name))
+    except FrenzyError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(submit)
+    app.command()(jobs)
+    app.command()(status)
+    app.command()(logs)
+    app.command()(cancel)
+    app.command()(cluster)
+    app.command("ray-node-args")(ray_node_args)

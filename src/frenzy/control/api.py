@@ -1,0 +1,144 @@
+"""The HTTP API (FastAPI). Every 4xx says what to change; nothing is queued on a bad request."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from frenzy.control import schemas as s
+from frenzy.control.metrics import build_registry
+from frenzy.control.records import AttemptRecord, JobRecord
+from frenzy.control.request import JobRequest
+from frenzy.control.service import ControlService
+from frenzy.control.store import UnknownJobError
+from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
+
+ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
+
+
+def create_app(service: ControlService) -> FastAPI:
+    app = FastAPI(title="Frenzy", version="0.1.0",
+                  description="Serverless LLM training: submit a model and training settings, never a GPU count. "
+                              "Frenzy predicts memory (MARP), plans, places and runs the job on Ray.")
+    registry, _ = build_registry(service)
+    _errors(app)
+
+    @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses=ERRORS, tags=["jobs"])
+    def submit(job: s.JobIn) -> s.JobCreated:
+        """Validate, plan against the live cluster, and queue. 422 for bad settings, 409 if nothing fits."""
+        record, choices = service.submit(JobRequest.from_json(job.to_domain_json()))
+        return s.JobCreated(id=record.id, state=record.state.value, plans=[_plan_json(c) for c in choices])
+
+    @app.get("/v1/jobs", response_model=list[s.JobSummary], tags=["jobs"])
+    def list_jobs(state: Optional[str] = Query(None, description="only jobs in this state"),
+                  limit: int = Query(500, ge=1, le=10_000)) -> list[s.JobSummary]:
+        from frenzy.control.states import parse_state
+        states = [parse_state(state)] if state else None
+        return [_summary(j) for j in service.store.list_jobs(states, limit=limit)]
+
+    @app.get("/v1/jobs/{job_id}", response_model=s.JobDetail, responses=ERRORS, tags=["jobs"])
+    def get_job(job_id: str) -> s.JobDetail:
+        """State, chosen plan with MARP's breakdown, placement, attempts (predicted vs observed), progress."""
+        job = service.store.get_job(job_id)
+        factor = None
+        if job.chosen:
+            factor = service.store.calibration().get((job.chosen.get("family", ""), job.gpu_type), (1.0, 0))[0]
+        return s.JobDetail(**_summary(job).model_dump(), request=job.request, chosen_plan=job.chosen,
+                           placement=list(job.allocation), plans=list(job.plans),
+                           attempts_detail=[_attempt(a) for a in service.store.attempts(job_id)],
+                           progress=job.progress, failure_reason=job.failure_reason, calibration_factor=factor,
+                           timings={"submitted_at": job.submitted_at, "placed_at": job.placed_at,
+                                    "started_at": job.started_at, "finished_at": job.finished_at,
+                                    "submit_to_placed_s": (job.placed_at - job.submitted_at) if job.placed_at
+                                    else None})
+
+    @app.get("/v1/jobs/{job_id}/logs", response_model=s.LogsOut, responses=ERRORS, tags=["jobs"])
+    def logs(job_id: str, after: int = Query(0, ge=0, description="only lines after this sequence number")):
+        job = service.store.get_job(job_id)
+        rows = service.store.logs(job_id, after=after)
+        return s.LogsOut(job_id=job_id, lines=[s.LogLine(seq=q, ts=t, line=ln) for q, t, ln in rows],
+                         next_after=rows[-1][0] if rows else after, finished=job.state.is_terminal)
+
+    @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses=ERRORS, tags=["jobs"])
+    def cancel(job_id: str) -> s.JobSummary:
+        """Cancel: the loop stops its workers within a step. A finished job is returned unchanged."""
+        return _summary(service.cancel(job_id))
+
+    @app.get("/v1/cluster", response_model=s.ClusterOut, tags=["cluster"])
+    def cluster() -> s.ClusterOut:
+        view = service.cluster()
+        return s.ClusterOut(nodes=[s.NodeOut(**n) for n in view.nodes], gpu_types=view.by_type)
+
+    @app.get("/v1/plans", response_model=s.PlansOut, responses=ERRORS, tags=["plans"])
+    def plans(model: str, global_batch: int = 8, seq_len: int = 512, steps: int = 10,
+              precision: str = "bf16-mixed", method: str = "full", optimizer: str = "adamw",
+              objective: str = "time", max_gpus: Optional[int] = None,
+              gpu_types: Optional[str] = Query(None, description="comma list of allowed GPU types")) -> s.PlansOut:
+        """Dry run: the ranked plans this spec would get on the live cluster. Nothing is queued."""
+        request = JobRequest.from_json(dict(
+            model=model, global_batch=global_batch, seq_len=seq_len, steps=steps, precision=precision,
+            method=method, optimizer=optimizer, objective=objective,
+            limits={"max_gpus": max_gpus, "gpu_types": [g for g in (gpu_types or "").split(",") if g]}))
+        spec, choices = service.plan(request)
+        return s.PlansOut(model=spec.model.name, params=spec.model.num_params, plans=[_plan_json(c) for c in choices])
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+    def metrics():
+        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict:
+        return {"ok": True, "loop_step_errors": service.step_errors}
+
+    return app
+
+
+def _errors(app: FastAPI) -> None:
+    def reply(status):
+        return lambda _req, exc: JSONResponse(status_code=status, content={"detail": str(exc)})
+
+    app.add_exception_handler(UnknownJobError, reply(404))
+    app.add_exception_handler(UnknownNameError, reply(422))
+    app.add_exception_handler(InvalidConfigError, reply(422))
+    app.add_exception_handler(ValueError, reply(422))
+    app.add_exception_handler(NoFeasiblePlanError, reply(409))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_req: Request, exc: RequestValidationError):
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            if err.get("type") == "extra_forbidden":
+                hint = " (GPU counts are chosen by Frenzy)" if "gpu" in where.lower() else ""
+                parts.append(f"unknown field '{where}'{hint}; remove it")
+            else:
+                parts.append(f"{where}: {err.get('msg')}")
+        return JSONResponse(status_code=422, content={"detail": "; ".join(parts)})
+
+
+def _plan_json(choice) -> dict:
+    return {**choice.to_json(), "describe": choice.plan.describe(), "gpu_memory_bytes": choice.gpu.memory_bytes}
+
+
+def _summary(job: JobRecord) -> s.JobSummary:
+    p = job.progress
+    return s.JobSummary(id=job.id, name=job.name, state=job.state.value, priority=job.priority,
+                        gpu_type=job.gpu_type, num_gpus=job.chosen["num_gpus"] if job.chosen else None,
+                        plan=job.chosen.get("describe") if job.chosen else None, attempts=job.attempts,
+                        step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"),
+                        at_risk=job.at_risk, submitted_at=job.submitted_at)
+
+
+def _attempt(a: AttemptRecord) -> s.AttemptOut:
+    peak = max(a.observed_peak_bytes) if a.observed_peak_bytes else None
+    return s.AttemptOut(number=a.number, outcome=a.outcome.value, gpu_type=a.gpu_type,
+                        plan=a.choice.get("describe", ""), allocation=list(a.allocation),
+                        predicted_device_bytes=a.predicted_device_bytes,
+                        observed_peak_bytes=list(a.observed_peak_bytes), observed_source=a.observed_source,
+                        observed_over_predicted=round(peak / a.predicted_device_bytes, 4)
+                        if peak and a.predicted_device_bytes else None,
+                        started_at=a.started_at, ended_at=a.ended_at, error=a.error)

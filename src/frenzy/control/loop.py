@@ -1,0 +1,250 @@
+"""The control loop: one `step()` collects executor events, honours cancellations, plans queued
+jobs with MARP against the live cluster, asks the scheduling policy for decisions and hands the
+placements to the executor. Clock, store and executor are injected, so `step()` runs on fake time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from frenzy.control import outcomes
+from frenzy.control.planner import ClusterShape, plan_request
+from frenzy.control.ports import Clock, Executor, Finished, JobStore, Launch, LogLines, NodeInfo, Progress
+from frenzy.control.records import AttemptRecord, JobRecord
+from frenzy.control.request import JobRequest
+from frenzy.control.states import AttemptOutcome, JobState
+from frenzy.core.errors import FrenzyError
+from frenzy.core.job import JobSpec
+from frenzy.memory.plans import PlanChoice
+from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, get_policy
+from frenzy.train.config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopSettings:
+    policy: str = "frenzy"
+    storage_root: Path = Path("~/.frenzy/jobs")
+    fake_gpu: bool = True  # workers emulate GPUs on CPU (OOM test hook on)
+    checkpoint_every: int = 5
+    step_delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepReport:
+    now: float
+    events: int
+    planned: int
+    placed: tuple[str, ...]
+    waiting: int
+
+
+@dataclass(slots=True)
+class _Planned:
+    spec: JobSpec
+    request: JobRequest
+    choices: list[PlanChoice]
+    shape: tuple
+
+
+@dataclass(slots=True)
+class LoopListeners:
+    """Hooks for metrics: called after the store has recorded the fact."""
+
+    on_placed: list[Callable[[JobRecord, float], None]] = field(default_factory=list)  # job, latency s
+
+
+class ControlLoop:
+    def __init__(self, *, store: JobStore, executor: Executor, clock: Clock,
+                 settings: LoopSettings = LoopSettings(), listeners: LoopListeners | None = None):
+        self.store, self.executor, self.clock, self.settings = store, executor, clock, settings
+        self.policy = get_policy(settings.policy)
+        self.counters = outcomes.OutcomeCounters()
+        self.listeners = listeners or LoopListeners()
+        self._planned: dict[str, _Planned] = {}
+
+    # ---- one step -------------------------------------------------------------------------
+
+    def step(self) -> StepReport:
+        now = self.clock.now()
+        events = self._collect(now)
+        self._cancel(now)
+        nodes = [n for n in self.executor.nodes() if n.alive]
+        shape = ClusterShape.from_nodes(nodes)
+        planned = self._plan(now, shape)
+        placed, waiting = self._schedule(now, nodes, shape)
+        return StepReport(now=now, events=events, planned=planned, placed=tuple(placed), waiting=waiting)
+
+    def reconcile(self) -> list[str]:
+        """After a (re)start: re-attach to attempts still alive on the cluster, mark the others lost."""
+        now = self.clock.now()
+        lost = []
+        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING]):
+            if self.executor.is_running(job.id, job.attempts):
+                self.executor.adopt(job.id, job.attempts)
+                self.store.append_logs(job.id, [f"[frenzy] server restarted; re-attached to attempt {job.attempts}"],
+                                       now=now)
+                continue
+            lost.append(job.id)
+            event = Finished(job_id=job.id, attempt=job.attempts, outcome=AttemptOutcome.LOST,
+                             error="its Ray actors are gone (server or cluster restarted)")
+            if outcomes.apply_finished(self.store, job, event, now, self.counters):
+                self._planned.pop(job.id, None)
+        return lost
+
+    # ---- phases ---------------------------------------------------------------------------
+
+    def _collect(self, now: float) -> int:
+        events = self.executor.poll()
+        for event in events:
+            job = self.store.get_job(event.job_id)
+            if isinstance(event, LogLines):
+                outcomes.apply_logs(self.store, event, now)
+            elif event.attempt != job.attempts or job.state.is_terminal and isinstance(event, Progress):
+                continue  # a late report from an attempt that is already over
+            elif isinstance(event, Progress):
+                outcomes.apply_progress(self.store, job, event, now)
+            elif isinstance(event, Finished):
+                if outcomes.apply_finished(self.store, job, event, now, self.counters):
+                    self._planned.pop(job.id, None)
+        return len(events)
+
+    def _cancel(self, now: float) -> None:
+        for job in self.store.list_jobs([s for s in JobState if not s.is_terminal], light=True,
+                                        cancel_requested=True):
+            if job.state.is_active:
+                self.executor.cancel(job.id, job.attempts)
+                self.store.update_attempt(job.id, job.attempts, outcome=AttemptOutcome.CANCELLED, ended_at=now)
+            self.store.transition(job.id, JobState.CANCELLED, now=now, finished_at=now, allocation=())
+            self.store.append_logs(job.id, ["[frenzy] cancelled by request"], now=now)
+            self._planned.pop(job.id, None)
+
+    def _plan(self, now: float, shape: ClusterShape) -> int:
+        signature = shape.signature()
+        todo = [j for j in self.store.list_jobs([JobState.QUEUED, JobState.PLANNING], light=True)
+                if j.id not in self._planned or self._planned[j.id].shape != signature]
+        calibration = self.store.calibration() if todo else {}
+        count = 0
+        for job in todo:
+            job = self.store.get_job(job.id)  # with its request
+            count += 1
+            try:
+                request = JobRequest.from_json(job.request)
+                spec = request.job_spec()
+                family = spec.model.family
+                own = self._oom_ratio(job)
+                choices = plan_request(request, spec, shape,
+                                       lambda gpu: max(own, calibration.get((family, gpu), (1.0, 0))[0]))
+            except (FrenzyError, ValueError) as exc:
+                self._fail(job, now, f"no runnable plan: {exc}")
+                continue
+            self._planned[job.id] = _Planned(spec=spec, request=request, choices=choices, shape=signature)
+            if job.state is JobState.QUEUED or not job.plans:
+                self.store.transition(job.id, JobState.PLANNING, now=now, plans=[_choice_json(c, family)
+                                                                                  for c in choices])
+                self.store.append_logs(job.id, [f"[frenzy] planned {len(choices)} plan(s); best: "
+                                                f"{_describe(choices[0])}"], now=now)
+            else:
+                self.store.update_job(job.id, now=now, plans=[_choice_json(c, family) for c in choices])
+        return count
+
+    def _oom_ratio(self, job: JobRecord) -> float:
+        """This job's own evidence: the largest observed/predicted ratio of its OOMs (capacity over
+        predicted when the peak is unknown). Unlike the shared calibration it is not bounded, so the
+        re-plan always has strictly more headroom than the plan that ran out of memory."""
+        if not job.attempts:
+            return 1.0
+        ratios = [1.0]
+        for a in self.store.attempts(job.id):
+            if a.outcome is AttemptOutcome.OOM and a.predicted_device_bytes > 0:
+                peak = max(a.observed_peak_bytes) if a.observed_peak_bytes else int(a.choice.get("gpu_memory_bytes", 0))
+                ratios.append(peak / a.predicted_device_bytes)
+        return max(ratios)
+
+    def _fail(self, job: JobRecord, now: float, reason: str) -> None:
+        self.store.transition(job.id, JobState.FAILED, now=now, finished_at=now, failure_reason=reason)
+        self.store.append_logs(job.id, [f"[frenzy] failed: {reason}"], now=now)
+        self._planned.pop(job.id, None)
+
+    def _schedule(self, now: float, nodes: list[NodeInfo], shape: ClusterShape) -> tuple[list[str], int]:
+        waiting = [j for j in self.store.list_jobs([JobState.PLANNING], light=True) if j.id in self._planned]
+        if not waiting:
+            return [], 0
+        used: dict[str, int] = {}
+        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
+            for node, gpus in job.allocation:
+                used[node] = used.get(node, 0) + gpus
+        state = ClusterState(nodes=tuple(
+            NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus,
+                      free_gpus=max(0, n.gpus - used.get(n.name, 0))) for n in nodes))
+        waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
+        queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
+                           submit_time_s=j.submitted_at, attempts=j.attempts, priority=j.priority) for j in waiting]
+        by_id = {j.id: j for j in waiting}
+        placed = []
+        for decision in self.policy.schedule(state, queue, now):
+            if isinstance(decision, Place) and self._launch(by_id[decision.job_id], decision, shape, now):
+                placed.append(decision.job_id)
+        return placed, len(waiting) - len(placed)
+
+    def _launch(self, job: JobRecord, decision: Place, shape: ClusterShape, now: float) -> bool:
+        planned = self._planned[job.id]
+        choice = decision.choice
+        number = job.attempts + 1
+        launch = Launch(job_id=job.id, attempt=number, choice=_choice_json(choice, planned.spec.model.family),
+                        allocation=decision.allocation,
+                        worker_config=self._worker_config(job, planned, choice, number).to_json())
+        reason = self.executor.check_feasible(launch)
+        if reason is not None:
+            self.store.append_logs(job.id, [f"[frenzy] not submitted: {reason}"], now=now)
+            return False
+        # Store first, then submit: a crash in between leaves a PLACED job with no actors, which
+        # reconcile() marks lost and re-plans, instead of actors the store knows nothing about.
+        self.store.add_attempt(AttemptRecord(job_id=job.id, number=number, outcome=AttemptOutcome.RUNNING,
+                                             choice=launch.choice, allocation=decision.allocation, started_at=now))
+        job = self.store.transition(job.id, JobState.PLACED, now=now, chosen=launch.choice,
+                                    allocation=decision.allocation, attempts=number,
+                                    placed_at=job.placed_at or now)
+        where = ", ".join(f"{n}:{g}" for n, g in decision.allocation)
+        self.store.append_logs(job.id, [f"[frenzy] attempt {number}: placed {_describe(choice)} on {where}"], now=now)
+        try:
+            self.executor.submit(launch)
+        except Exception as exc:  # the cluster refused it: record why and let the job re-plan
+            log.exception("submit failed for %s", job.id)
+            outcomes.apply_finished(self.store, job, Finished(job_id=job.id, attempt=number,
+                                    outcome=AttemptOutcome.LOST, error=f"submit failed: {exc}"), now, self.counters)
+            self._planned.pop(job.id, None)
+            return False
+        for hook in self.listeners.on_placed:
+            hook(job, now - job.submitted_at)
+        return True
+
+    def _worker_config(self, job: JobRecord, planned: _Planned, choice: PlanChoice, attempt: int) -> WorkerConfig:
+        req, spec, plan = planned.request, planned.spec, choice.plan
+        cfg, name = req.config_and_name()
+        local = req.model if req.model and Path(req.model).expanduser().is_dir() else None
+        return WorkerConfig(
+            job_id=job.id, attempt=attempt, model_name=name, family=spec.model.family, hf_config=cfg,
+            local_weights=local, method=req.method, precision=req.precision, optimizer=req.optimizer,
+            learning_rate=req.learning_rate, lora_rank=req.lora_rank, lora_targets=tuple(req.lora_targets),
+            seq_len=req.seq_len, global_batch=req.global_batch, steps=spec.steps, dataset=req.dataset,
+            dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
+            recompute=plan.recompute.name.lower(),
+            storage_path=str((self.settings.storage_root / job.id).expanduser()),
+            checkpoint_every=self.settings.checkpoint_every, gpu_type=choice.gpu.name,
+            gpu_memory_bytes=choice.gpu.memory_bytes, predicted_peak_bytes=choice.memory.device_bytes,
+            fake_gpu=self.settings.fake_gpu, emulate_peak_factor=req.emulation.peak_factor,
+            step_delay_s=self.settings.step_delay_s)
+
+
+def _describe(choice: PlanChoice) -> str:
+    return f"{choice.num_gpus}x {choice.gpu.name} {choice.plan.describe()}"
+
+
+def _choice_json(choice: PlanChoice, family: str) -> dict:
+    return {**choice.to_json(), "describe": choice.plan.describe(), "family": family,
+            "gpu_memory_bytes": choice.gpu.memory_bytes}

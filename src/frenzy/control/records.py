@@ -1,0 +1,56 @@
+"""What the store holds, as immutable values (rows are copied into these, never shared)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from frenzy.control.states import AttemptOutcome, JobState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    job_id: str
+    number: int  # 1-based
+    outcome: AttemptOutcome
+    choice: dict[str, Any] = field(hash=False)  # PlanChoice.to_json() of the plan it ran
+    allocation: tuple[tuple[str, int], ...]
+    started_at: float
+    ended_at: float | None = None
+    error: str = ""
+    observed_peak_bytes: tuple[int, ...] = ()  # per rank; max over the attempt
+    observed_source: str = ""  # "cuda" (max_memory_reserved) or "emulated" (fake GPU)
+
+    @property
+    def gpu_type(self) -> str:
+        return self.choice["gpu_type"]
+
+    @property
+    def predicted_device_bytes(self) -> int:
+        return int(self.choice["memory"]["device_bytes"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    id: str
+    name: str
+    state: JobState
+    request: dict[str, Any] = field(hash=False)  # JobRequest.to_json()
+    priority: int
+    submitted_at: float
+    updated_at: float
+    plans: tuple[dict, ...] = ()  # ranked PlanChoice.to_json() from the latest planning
+    chosen: dict | None = field(default=None, hash=False)  # the plan of the current/last attempt
+    allocation: tuple[tuple[str, int], ...] = ()
+    attempts: int = 0
+    cancel_requested: bool = False
+    failure_reason: str = ""
+    progress: dict[str, Any] = field(default_factory=dict, hash=False)  # step, total_steps, loss, ...
+    at_risk: bool = False
+    placed_at: float | None = None  # first placement (for submit-to-placed latency)
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def gpu_type(self) -> str | None:
+        return self.chosen["gpu_type"] if self.chosen else None

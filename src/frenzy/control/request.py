@@ -1,0 +1,161 @@
+"""What a user submits: a model and training settings, never a GPU count.
+
+`JobRequest` is the domain value behind `POST /v1/jobs` (pydantic lives in `schemas`, at the HTTP
+boundary only). It round-trips through JSON so the store keeps the request exactly as submitted
+and every re-plan starts from the same input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from frenzy.core.errors import InvalidConfigError
+from frenzy.core.hf_config import arch_from_config, load_config
+from frenzy.core.job import JobSpec
+from frenzy.core.training import (ALL_LINEAR, Attention, Method, Optimizer, Precision, TrainingConfig,
+                                  parse_choice)
+
+SYNTHETIC = "synthetic"
+OBJECTIVES = ("time", "cost")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Optional bounds a user may set; none of them is a GPU count to use."""
+
+    max_gpus: int | None = None  # the planner never uses more
+    gpu_types: tuple[str, ...] = ()  # allowed GPU types (empty: any in the cluster)
+    max_attempts: int = 3  # attempts (OOM re-plans and lost runs included) before the job fails
+
+    def __post_init__(self):
+        if self.max_gpus is not None and self.max_gpus < 1:
+            raise InvalidConfigError(f"limits.max_gpus must be >= 1, got {self.max_gpus}; omit it to let Frenzy choose")
+        if not 1 <= self.max_attempts <= 20:
+            raise InvalidConfigError(f"limits.max_attempts must be in 1..20, got {self.max_attempts}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Emulation:
+    """Fake-GPU mode only: how the worker's emulated memory peak relates to MARP's prediction.
+
+    `peak_factor` > 1 makes a job use more memory than predicted (as fragmentation or an unmodelled
+    buffer would on a real GPU), so the OOM re-plan path can be exercised on CPU.
+    """
+
+    peak_factor: float = 1.0
+
+    def __post_init__(self):
+        if not 0.1 <= self.peak_factor <= 10:
+            raise InvalidConfigError(f"emulation.peak_factor must be in 0.1..10, got {self.peak_factor}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRequest:
+    model: str | None = None  # catalog name, or a path to a config.json / a local model folder
+    hf_config: dict[str, Any] | None = field(default=None, hash=False)  # an inline HF config.json
+    name: str = ""
+    global_batch: int = 8
+    seq_len: int = 512
+    steps: int | None = None
+    tokens: int | None = None  # alternative to steps: train on this many tokens
+    micro_batch: int | None = None  # optional cap on sequences per GPU per forward
+    precision: str = "bf16-mixed"
+    method: str = "full"
+    optimizer: str = "adamw"
+    learning_rate: float = 3e-4
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = ("q", "v")
+    dataset: str = SYNTHETIC  # "synthetic" or a local .txt / .jsonl path
+    objective: str = "time"
+    priority: int = 0
+    limits: Limits = field(default_factory=Limits)
+    emulation: Emulation = field(default_factory=Emulation)
+
+    def __post_init__(self):
+        if (self.model is None) == (self.hf_config is None):
+            raise InvalidConfigError("give exactly one of 'model' (a catalog name or config path) or 'hf_config'")
+        if self.global_batch < 1 or self.seq_len < 1:
+            raise InvalidConfigError("global_batch and seq_len must be >= 1")
+        if self.steps is None and self.tokens is None:
+            object.__setattr__(self, "steps", 10)
+        if self.steps is not None and self.tokens is not None:
+            raise InvalidConfigError("give 'steps' or 'tokens', not both")
+        if (self.steps or 1) < 1 or (self.tokens or 1) < 1:
+            raise InvalidConfigError("steps and tokens must be >= 1")
+        if self.micro_batch is not None and (self.micro_batch < 1 or self.global_batch % self.micro_batch):
+            raise InvalidConfigError(
+                f"global batch {self.global_batch} is not divisible by micro_batch {self.micro_batch}; "
+                f"use a global batch that is a multiple of {self.micro_batch}, or omit micro_batch")
+        if self.objective not in OBJECTIVES:
+            raise InvalidConfigError(f"unknown objective '{self.objective}'; choose one of: {', '.join(OBJECTIVES)}")
+        if not 0 < self.learning_rate < 1:
+            raise InvalidConfigError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        if self.dataset != SYNTHETIC:
+            path = Path(self.dataset).expanduser()
+            if path.suffix not in (".txt", ".jsonl", ".json") or not path.is_file():
+                raise InvalidConfigError(
+                    f"dataset '{self.dataset}' is not an existing local .txt or .jsonl file; "
+                    f"give such a path (readable by the server and the workers) or '{SYNTHETIC}'")
+
+    # ---- derived domain values ------------------------------------------------------------
+
+    def config_and_name(self) -> tuple[dict, str]:
+        """The raw HF config dict (what workers build the model from) and a display name."""
+        if self.hf_config is not None:
+            cfg = dict(self.hf_config)
+            return cfg, str(cfg.get("_name_or_path") or self.name or cfg.get("model_type", "custom"))
+        return load_config(self.model)
+
+    def training(self) -> TrainingConfig:
+        targets = tuple(self.lora_targets)
+        return TrainingConfig(precision=parse_choice(Precision, self.precision),
+                              method=parse_choice(Method, self.method),
+                              optimizer=parse_choice(Optimizer, self.optimizer),
+                              attention=Attention.SDPA, lora_rank=self.lora_rank,
+                              lora_targets=(ALL_LINEAR,) if ALL_LINEAR in targets else targets)
+
+    def total_steps(self) -> int:
+        if self.steps is not None:
+            return self.steps
+        return max(1, math.ceil(self.tokens / (self.global_batch * self.seq_len)))
+
+    def job_spec(self) -> JobSpec:
+        """Parse the model and settings; raises FrenzyError/ValueError with what to change."""
+        cfg, name = self.config_and_name()
+        return JobSpec(model=arch_from_config(cfg, name), training=self.training(), seq_len=self.seq_len,
+                       global_batch=self.global_batch, steps=self.total_steps())
+
+    def display_name(self) -> str:
+        if self.name:
+            return self.name
+        if self.model is None:
+            return str(self.hf_config.get("_name_or_path") or self.hf_config.get("model_type", "custom"))
+        path = Path(self.model)
+        return path.parent.name if path.suffix == ".json" else path.name
+
+    # ---- JSON round trip -------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["lora_targets"] = list(self.lora_targets)
+        out["limits"]["gpu_types"] = list(self.limits.gpu_types)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> JobRequest:
+        data = dict(data)
+        limits = dict(data.pop("limits", None) or {})
+        limits["gpu_types"] = tuple(limits.get("gpu_types") or ())
+        emulation = dict(data.pop("emulation", None) or {})
+        if "lora_targets" in data:
+            targets = data["lora_targets"]
+            data["lora_targets"] = tuple(targets.split(",") if isinstance(targets, str) else targets)
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidConfigError(f"unknown job field(s) {sorted(unknown)}; known fields: {', '.join(sorted(known))}"
+                                     " (GPU counts are chosen by Frenzy, not given)")
+        return cls(**data, limits=Limits(**limits), emulation=Emulation(**emulation))

@@ -1,0 +1,85 @@
+"""Wire the live system together and serve it: store, Ray executor (optionally on a fake local
+cluster), control loop thread, FastAPI app on uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from frenzy.control.loop import ControlLoop, LoopSettings
+from frenzy.control.ports import SystemClock
+from frenzy.control.service import ControlService
+from frenzy.control.store import SqlJobStore
+
+log = logging.getLogger("frenzy.server")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    db_url: str | None = None  # default: FRENZY_DB_URL or ~/.frenzy/frenzy.db
+    ray_address: str | None = None  # an existing cluster; None with fake_nodes starts one
+    fake_nodes: str | None = None  # "demo" or "A10G-24G:4:3GiB,..." (frenzy.executor.fake_cluster)
+    fake_gpu: bool = False  # the cluster at ray_address is a fake-GPU one (CPU workers, gloo)
+    storage_root: Path = Path("~/.frenzy/jobs")
+    policy: str = "frenzy"
+    tick_s: float = 0.5
+    step_delay_s: float = 0.0
+    loop: LoopSettings = field(default_factory=LoopSettings)
+
+
+def build(settings: ServerSettings):
+    """(service, app, cleanup) for these settings; the caller runs the app."""
+    from frenzy.control.api import create_app
+    from frenzy.executor import ray_env
+
+    cluster = None
+    address = settings.ray_address or os.environ.get("FRENZY_RAY_ADDRESS")
+    fake = settings.fake_nodes is not None or settings.fake_gpu
+    ray_env.configure(fake_cluster=fake)  # before ray is imported: auth mode and addresses are read then
+    from frenzy.executor.ray_executor import RayExecutor
+
+    if settings.fake_nodes is not None and not address:
+        from frenzy.executor.fake_cluster import FakeCluster, parse_nodes
+
+        cluster = FakeCluster(parse_nodes(settings.fake_nodes))
+        address = cluster.start()
+    if not address:
+        raise SystemExit("no Ray cluster: pass --ray-address HOST:PORT (or set FRENZY_RAY_ADDRESS), "
+                         "or --fake-cluster demo for a local fake-GPU cluster")
+    store = SqlJobStore(settings.db_url)
+    executor = RayExecutor(address=address, storage_root=settings.storage_root, fake_cluster=fake)
+    loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(
+        policy=settings.policy, storage_root=settings.storage_root, fake_gpu=fake,
+        step_delay_s=settings.step_delay_s))
+    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s)
+    app = create_app(service)
+
+    def cleanup():
+        service.stop()
+        executor.shutdown()
+        store.close()
+        if cluster is not None:
+            cluster.stop()
+
+    return service, app, cleanup, address
+
+
+def serve(settings: ServerSettings) -> None:
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service, app, cleanup, address = build(settings)
+    log.info("Ray cluster %s; job store %s", address, service.store.url)
+    service.start()
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the previous handler; a
+    # no-op one lets the cleanup below (loop, Ray connection, fake cluster) run to the end.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    finally:
+        cleanup()

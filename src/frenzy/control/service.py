@@ -1,0 +1,112 @@
+"""The control service: what the API calls. Owns the loop thread; validates and plans
+submissions against the live cluster so a job that cannot run is refused, never queued."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from frenzy.control.loop import ControlLoop
+from frenzy.control.planner import ClusterShape, plan_request
+from frenzy.control.ports import Clock, Executor, JobStore
+from frenzy.control.records import JobRecord
+from frenzy.control.request import JobRequest
+from frenzy.control.states import JobState
+from frenzy.core.job import JobSpec
+from frenzy.memory.plans import PlanChoice
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterView:
+    nodes: list[dict]
+    by_type: dict[str, dict[str, int]]
+
+
+class ControlService:
+    def __init__(self, *, store: JobStore, executor: Executor, clock: Clock, loop: ControlLoop,
+                 tick_s: float = 0.5):
+        self.store, self.executor, self.clock, self.loop = store, executor, clock, loop
+        self.tick_s = tick_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.step_errors = 0
+
+    # ---- background loop ------------------------------------------------------------------
+
+    def start(self) -> None:
+        lost = self.loop.reconcile()
+        if lost:
+            log.warning("reconciled after restart: %d attempt(s) lost and re-queued: %s", len(lost), lost)
+        self._thread = threading.Thread(target=self._run, name="frenzy-control-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.loop.step()
+            except Exception:  # keep serving: one bad step must not stop every job
+                self.step_errors += 1
+                log.exception("control loop step failed")
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+
+    def nudge(self) -> None:
+        """Run the next step now (a submission should not wait a whole tick to be placed)."""
+        self._wake.set()
+
+    # ---- API operations -------------------------------------------------------------------
+
+    def shape(self) -> ClusterShape:
+        return ClusterShape.from_nodes([n for n in self.executor.nodes() if n.alive])
+
+    def plan(self, request: JobRequest) -> tuple[JobSpec, list[PlanChoice]]:
+        """Plans against the live cluster with the learnt calibration; raises with what to change."""
+        spec = request.job_spec()
+        calibration = self.store.calibration()
+        family = spec.model.family
+        return spec, plan_request(request, spec, self.shape(),
+                                  lambda gpu: calibration.get((family, gpu), (1.0, 0))[0])
+
+    def submit(self, request: JobRequest) -> tuple[JobRecord, list[PlanChoice]]:
+        _, choices = self.plan(request)
+        job = self.store.create_job(name=request.display_name(), request=request.to_json(),
+                                    priority=request.priority, now=self.clock.now())
+        self.store.append_logs(job.id, [f"[frenzy] submitted {job.name}: {len(choices)} runnable plan(s)"],
+                               now=self.clock.now())
+        self.nudge()
+        return job, choices
+
+    def cancel(self, job_id: str) -> JobRecord:
+        job = self.store.get_job(job_id)
+        if job.state.is_terminal:
+            return job
+        job = self.store.request_cancel(job_id, now=self.clock.now())
+        self.nudge()
+        return job
+
+    def cluster(self) -> ClusterView:
+        used: dict[str, int] = {}
+        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
+            for node, gpus in job.allocation:
+                used[node] = used.get(node, 0) + gpus
+        nodes, by_type = [], {}
+        for n in self.executor.nodes():
+            u = min(used.get(n.name, 0), n.gpus)
+            nodes.append(dict(name=n.name, gpu_type=n.gpu_type.name, gpu_memory_bytes=n.gpu_type.memory_bytes,
+                              total_gpus=n.gpus, used_gpus=u, free_gpus=n.gpus - u, alive=n.alive))
+            row = by_type.setdefault(n.gpu_type.name, {"total": 0, "used": 0, "free": 0})
+            if n.alive:
+                row["total"] += n.gpus
+                row["used"] += u
+                row["free"] += n.gpus - u
+        return ClusterView(nodes=nodes, by_type=by_type)

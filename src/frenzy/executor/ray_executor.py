@@ -1,0 +1,138 @@
+"""The Executor on Ray: discovery from node resources and labels, feasibility against the live
+nodes, one detached AttemptRunner actor per attempt, and events polled from those actors."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from frenzy.control.ports import Event, Finished, Launch, LogLines, NodeInfo, Progress
+from frenzy.control.states import AttemptOutcome
+from frenzy.executor import ray_env
+from frenzy.executor.resources import NAMESPACE, node_info
+from frenzy.executor.runner import AttemptRunner, actor_name
+
+log = logging.getLogger(__name__)
+POLL_TIMEOUT_S = 10
+NODES_TTL_S = 1.0
+
+
+class RayExecutor:
+    def __init__(self, *, address: str, storage_root: Path, fake_cluster: bool):
+        ray_env.configure(fake_cluster=fake_cluster)
+        if not ray.is_initialized():
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
+        self.storage_root = Path(storage_root).expanduser()
+        self._active: dict[tuple[str, int], list] = {}  # (job, attempt) -> [handle, cursor]
+        self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
+
+    # ---- discovery ------------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        stamp, cached = self._nodes
+        if time.monotonic() - stamp < NODES_TTL_S:
+            return cached
+        nodes = [info for n in ray.nodes() if (info := node_info(n)) is not None]
+        self._nodes = (time.monotonic(), nodes)
+        return nodes
+
+    def check_feasible(self, launch: Launch) -> str | None:
+        live = {n.name: n for n in self.nodes() if n.alive}
+        gpu_type = launch.choice["gpu_type"]
+        for name, gpus in launch.allocation:
+            node = live.get(name)
+            if node is None:
+                return f"node {name} is not alive in the Ray cluster"
+            if node.gpu_type.name != gpu_type:
+                return f"node {name} has {node.gpu_type.name}, the plan needs {gpu_type}"
+            if node.gpus < gpus:
+                return f"node {name} has {node.gpus} GPUs, the plan puts {gpus} there"
+        return None
+
+    # ---- attempts -------------------------------------------------------------------------
+
+    def submit(self, launch: Launch) -> None:
+        payload = {"job_id": launch.job_id, "attempt": launch.attempt, "choice": launch.choice,
+                   "allocation": [list(p) for p in launch.allocation], "worker_config": launch.worker_config}
+        handle = AttemptRunner.options(name=actor_name(launch.job_id, launch.attempt), namespace=NAMESPACE,
+                                       lifetime="detached").remote(payload, str(self.storage_root / "ray"))
+        self._active[(launch.job_id, launch.attempt)] = [handle, 0]
+
+    def cancel(self, job_id: str, attempt: int) -> None:
+        entry = self._active.pop((job_id, attempt), None)
+        handle = entry[0] if entry else _find(job_id, attempt)
+        if handle is not None:
+            ray.kill(handle, no_restart=True)
+
+    def is_running(self, job_id: str, attempt: int) -> bool:
+        handle = _find(job_id, attempt)
+        if handle is None:
+            return False
+        try:  # a runner that already finished still holds its final event: adopt it to collect that
+            ray.get(handle.poll.remote(0), timeout=POLL_TIMEOUT_S)
+        except (RayActorError, GetTimeoutError):
+            return False
+        return True
+
+    def adopt(self, job_id: str, attempt: int) -> None:
+        handle = _find(job_id, attempt)
+        if handle is not None:
+            self._active[(job_id, attempt)] = [handle, 0]
+
+    def poll(self) -> list[Event]:
+        out: list[Event] = []
+        for key, entry in list(self._active.items()):
+            handle, cursor = entry
+            try:
+                events, entry[1], _state = ray.get(handle.poll.remote(cursor), timeout=POLL_TIMEOUT_S)
+            except GetTimeoutError:
+                continue  # busy; next step
+            except RayActorError as exc:
+                self._active.pop(key, None)
+                out.append(Finished(job_id=key[0], attempt=key[1], outcome=AttemptOutcome.LOST,
+                                    error=f"attempt runner died: {exc}"))
+                continue
+            for event in events:
+                out.extend(_convert(key, event))
+                if event["kind"] == "finished":
+                    self._active.pop(key, None)
+                    ray.kill(handle, no_restart=True)
+        return out
+
+    def shutdown(self) -> None:
+        """Disconnect; attempts keep running (detached) for the next server to adopt."""
+        ray.shutdown()
+
+
+def _find(job_id: str, attempt: int):
+    try:
+        return ray.get_actor(actor_name(job_id, attempt), namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
+def _convert(key: tuple[str, int], event: dict) -> list[Event]:
+    from frenzy.train.memory import peak_from_error
+
+    job_id, attempt = key
+    if event["kind"] == "progress":
+        ranks = sorted(event["ranks"], key=lambda m: m.get("rank", 0))
+        if not ranks:
+            return []
+        head = ranks[0]
+        metrics = {k: head[k] for k in ("loss", "tokens_per_s", "step_time_s", "total_steps", "checkpoint_step",
+                                        "peak_source") if k in head}
+        metrics["peak_bytes"] = [int(m.get("peak_bytes", 0)) for m in ranks]
+        line = (f"step {head['step']}/{head.get('total_steps')} loss {head.get('loss')} "
+                f"{head.get('tokens_per_s')} tok/s peak {max(metrics['peak_bytes']) / 2**30:.2f} GiB "
+                f"({head.get('peak_source')})")
+        return [Progress(job_id=job_id, attempt=attempt, step=int(head["step"]), metrics=metrics),
+                LogLines(job_id=job_id, attempt=attempt, lines=(line,))]
+    outcome = AttemptOutcome(event["outcome"])
+    peak = peak_from_error(event["error"]) if outcome is AttemptOutcome.OOM else None
+    return [Finished(job_id=job_id, attempt=attempt, outcome=outcome, error=event["error"],
+                     peak_bytes=(peak,) if peak else (), peak_source="emulated" if peak else "")]

@@ -1,0 +1,116 @@
+"""One attempt on Ray: a detached, named actor that runs a Ray Train `TorchTrainer` for the
+placement and buffers its per-step reports.
+
+Why an actor and not `fit()` in the server: a detached actor outlives the server process, so a
+restarted server finds the attempt by name and keeps collecting its reports (`adopt`), instead of
+losing the run. The server polls it; `ray.kill` on it tears the trainer and its workers down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+import ray
+
+from frenzy.executor.resources import LABEL_NODE, NAMESPACE, gpu_resource
+
+
+def actor_name(job_id: str, attempt: int) -> str:
+    return f"frenzy-attempt-{job_id}-{attempt}"
+
+
+def _callback(runner_name: str):
+    from ray.train import UserCallback
+
+    class ForwardReports(UserCallback):
+        """Runs in the Ray Train controller: forwards what workers report to the attempt runner."""
+
+        def __init__(self):
+            self.runner = None
+
+        def after_report(self, run_context, metrics, checkpoint):
+            if self.runner is None:
+                self.runner = ray.get_actor(runner_name, namespace=NAMESPACE)
+            self.runner.push.remote(list(metrics))
+
+    return ForwardReports()
+
+
+def scaling_config(launch: dict):
+    """Workers on the placement's nodes, one fake or real GPU each, ranks grouped by node so every
+    tensor-parallel group (consecutive ranks) lands on one node."""
+    from ray.train import ScalingConfig
+
+    gpu_type = launch["choice"]["gpu_type"]
+    selectors = [{LABEL_NODE: node} for node, gpus in launch["allocation"] for _ in range(gpus)]
+    use_gpu = not launch["worker_config"]["fake_gpu"]
+    resources = {"CPU": 1, gpu_resource(gpu_type): 1}
+    if use_gpu:
+        resources["GPU"] = 1
+    return ScalingConfig(num_workers=len(selectors), use_gpu=use_gpu, resources_per_worker=resources,
+                         label_selector=selectors, placement_strategy="PACK")
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class AttemptRunner:
+    def __init__(self, launch: dict, storage_path: str):
+        self.launch, self.storage_path = launch, storage_path
+        self.events: list[dict] = []
+        self.state = "starting"
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from ray.train import FailureConfig, RunConfig
+        from ray.train.torch import TorchConfig, TorchTrainer
+
+        from frenzy.train.worker import train_loop
+
+        launch = self.launch
+        fake = launch["worker_config"]["fake_gpu"]
+        trainer = TorchTrainer(
+            train_loop, train_loop_config=launch["worker_config"], scaling_config=scaling_config(launch),
+            torch_config=TorchConfig(backend="gloo" if fake else "nccl"),
+            run_config=RunConfig(name=f"{launch['job_id']}-attempt-{launch['attempt']}",
+                                 storage_path=self.storage_path,
+                                 failure_config=FailureConfig(max_failures=0),  # Frenzy re-plans, Ray does not retry
+                                 callbacks=[_callback(actor_name(launch["job_id"], launch["attempt"]))]))
+        self.state = "running"
+        try:
+            trainer.fit()
+            self._finish("succeeded", "")
+        except Exception as exc:  # the worker-group error carries each rank's exception
+            self._finish(*classify(exc))
+
+    def _finish(self, outcome: str, error: str) -> None:
+        with self.lock:
+            self.events.append({"kind": "finished", "outcome": outcome, "error": error, "t": time.time()})
+            self.state = outcome
+
+    def push(self, metrics: list[dict]) -> None:
+        with self.lock:
+            self.events.append({"kind": "progress", "ranks": metrics, "t": time.time()})
+
+    def poll(self, cursor: int) -> tuple[list[dict], int, str]:
+        with self.lock:
+            return self.events[cursor:], len(self.events), self.state
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """('oom' | 'failed', message) from what `fit()` raised."""
+    import torch
+
+    causes: list[BaseException] = []
+    failures = getattr(exc, "worker_failures", None) or {}
+    causes += list(failures.values()) if isinstance(failures, dict) else []
+    seen = exc
+    while seen is not None and len(causes) < 20:
+        causes.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = "\n".join(f"{type(c).__name__}: {c}" for c in causes) or "".join(traceback.format_exception(exc))
+    oom = any(isinstance(c, torch.OutOfMemoryError) for c in causes) or "OutOfMemoryError" in text \
+        or "CUDA out of memory" in text
+    return ("oom" if oom else "failed"), text[-8000:]

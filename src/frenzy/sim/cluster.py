@@ -1,0 +1,168 @@
+"""Cluster specs: node groups (GPU type, GPUs per node, host RAM, inter-node bandwidth) and counts.
+
+YAML format (units in the key names):
+    name: sia-64
+    description: free text
+    nodes:
+      - gpu_type: T4-16G          # any catalog name or alias
+        gpus_per_node: 4
+        count: 6
+        host_memory_gib: 192      # optional
+        inter_node_gbit_s: 100    # optional, per node; default 200
+        stands_for: T4            # optional: the source's name when a stand-in type is used
+Built-in specs live in frenzy/sim/clusters/*.yaml and are loaded by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from frenzy.core import catalog
+from frenzy.core.errors import UnknownNameError
+from frenzy.core.gpu import GpuType
+from frenzy.core.units import GiB
+from frenzy.sched.types import NodeState
+
+DEFAULT_INTER_NODE_GBIT_S = 200.0
+_CLUSTERS = resources.files("frenzy.sim") / "clusters"  # package data, not a package
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeGroup:
+    gpu_type: str  # canonical catalog name
+    gpus_per_node: int
+    count: int
+    host_memory_bytes: int = 0
+    inter_node_bandwidth_bytes_s: float = DEFAULT_INTER_NODE_GBIT_S * 1e9 / 8
+    stands_for: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "gpu_type", catalog.gpu_type(self.gpu_type).name)
+        if self.gpus_per_node < 1 or self.count < 1:
+            raise ValueError(f"node group {self.gpu_type}: gpus_per_node and count must be >= 1")
+        if self.inter_node_bandwidth_bytes_s <= 0:
+            raise ValueError(f"node group {self.gpu_type}: inter-node bandwidth must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSpec:
+    name: str
+    groups: tuple[NodeGroup, ...]
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.groups:
+            raise ValueError(f"cluster {self.name} has no nodes; add at least one node group")
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g.gpus_per_node * g.count for g in self.groups)
+
+    def gpus_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.groups:
+            out[g.gpu_type] = out.get(g.gpu_type, 0) + g.gpus_per_node * g.count
+        return out
+
+    def node_states(self) -> list[NodeState]:
+        """One idle NodeState per node, named <type>-<index>, in group order."""
+        nodes, seen = [], {}
+        for g in self.groups:
+            for _ in range(g.count):
+                i = seen[g.gpu_type] = seen.get(g.gpu_type, -1) + 1
+                nodes.append(NodeState(name=f"{g.gpu_type}-{i}", gpu_type=g.gpu_type,
+                                       total_gpus=g.gpus_per_node, free_gpus=g.gpus_per_node))
+        return nodes
+
+    def gpu_types(self) -> list[GpuType]:
+        """Catalog types present, each with gpus_per_node = its widest node here (bounds tensor parallel)."""
+        widest: dict[str, int] = {}
+        for g in self.groups:
+            widest[g.gpu_type] = max(widest.get(g.gpu_type, 0), g.gpus_per_node)
+        return [replace(catalog.gpu_type(t), gpus_per_node=w) for t, w in widest.items()]
+
+    def inter_node_bandwidth_by_type(self) -> dict[str, float]:
+        """The slowest inter-node link among each type's groups (collectives run at the slowest)."""
+        out: dict[str, float] = {}
+        for g in self.groups:
+            out[g.gpu_type] = min(out.get(g.gpu_type, float("inf")), g.inter_node_bandwidth_bytes_s)
+        return out
+
+    def to_yaml(self) -> str:
+        rows = []
+        for g in self.groups:
+            row = {"gpu_type": g.gpu_type, "gpus_per_node": g.gpus_per_node, "count": g.count}
+            if g.host_memory_bytes:
+                row["host_memory_gib"] = round(g.host_memory_bytes / GiB, 1)
+            row["inter_node_gbit_s"] = round(g.inter_node_bandwidth_bytes_s * 8 / 1e9, 3)
+            if g.stands_for:
+                row["stands_for"] = g.stands_for
+            rows.append(row)
+        return yaml.safe_dump({"name": self.name, "description": self.description, "nodes": rows},
+                              sort_keys=False, width=100)
+
+
+def parse_cluster(data: dict, default_name: str = "cluster") -> ClusterSpec:
+    if not isinstance(data, dict) or not data.get("nodes"):
+        raise ValueError("a cluster YAML needs a 'nodes:' list of {gpu_type, gpus_per_node, count}")
+    groups = []
+    for row in data["nodes"]:
+        unknown = set(row) - {"gpu_type", "gpus_per_node", "count", "host_memory_gib", "inter_node_gbit_s",
+                              "stands_for"}
+        if unknown:
+            raise ValueError(f"unknown node-group keys {sorted(unknown)}; allowed: gpu_type, gpus_per_node, "
+                             "count, host_memory_gib, inter_node_gbit_s, stands_for")
+        groups.append(NodeGroup(
+            gpu_type=str(row["gpu_type"]), gpus_per_node=int(row["gpus_per_node"]), count=int(row["count"]),
+            host_memory_bytes=int(float(row.get("host_memory_gib", 0)) * GiB),
+            inter_node_bandwidth_bytes_s=float(row.get("inter_node_gbit_s", DEFAULT_INTER_NODE_GBIT_S)) * 1e9 / 8,
+            stands_for=str(row.get("stands_for", "")),
+        ))
+    return ClusterSpec(name=str(data.get("name", default_name)), groups=tuple(groups),
+                       description=str(data.get("description", "")))
+
+
+def builtin_cluster_names() -> list[str]:
+    return sorted(p.name[:-5] for p in _CLUSTERS.iterdir() if p.name.endswith(".yaml"))
+
+
+@cache
+def _builtin(name: str) -> ClusterSpec:
+    text = (_CLUSTERS / f"{name}.yaml").read_text()
+    return parse_cluster(yaml.safe_load(text), name)
+
+
+def scale_cluster(spec: ClusterSpec, gpus: int) -> ClusterSpec:
+    """A proportional miniature of `spec` with about `gpus` GPUs: each node group keeps its share of
+    the GPUs (at least one node), so a trace can load a big cluster's mix at a smaller scale."""
+    if gpus < 1:
+        raise ValueError(f"a scaled cluster needs >= 1 GPU, got {gpus}")
+    factor = gpus / spec.total_gpus
+    groups = tuple(replace(g, count=max(1, round(g.count * factor))) for g in spec.groups)
+    return ClusterSpec(name=f"{spec.name}@{gpus}", groups=groups,
+                       description=f"{spec.description} (scaled to ~{gpus} GPUs)")
+
+
+def load_cluster(name_or_path: str) -> ClusterSpec:
+    """A built-in cluster by name (`name@N`: scaled to about N GPUs), or a YAML file by path."""
+    if "@" in name_or_path and not Path(name_or_path).exists():
+        name, _, size = name_or_path.rpartition("@")
+        if not size.isdigit():
+            raise ValueError(f"'{name_or_path}': the part after @ must be a GPU count, e.g. alibaba-openb@256")
+        return scale_cluster(load_cluster(name), int(size))
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.exists():
+            raise FileNotFoundError(f"cluster file {path} not found; pass a built-in name "
+                                    f"({', '.join(builtin_cluster_names())}) or an existing YAML path")
+        return parse_cluster(yaml.safe_load(path.read_text()), path.stem)
+    names = builtin_cluster_names()
+    if name_or_path not in names:
+        raise UnknownNameError("cluster", name_or_path, difflib.get_close_matches(name_or_path, names, n=3))
+    return _builtin(name_or_path)

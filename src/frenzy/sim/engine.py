@@ -1,0 +1,280 @@
+"""The discrete-event simulator: arrivals, completions, out-of-memory failures and scheduling
+rounds are events on a heap; nothing advances in fixed time steps.
+
+It stands in for the control loop's API, store, executor and clock, and calls the very same MARP
+planner (frenzy.memory), perf model (frenzy.perf) and policies (frenzy.sched) as the live system.
+Rules it applies (docs/SIMULATOR.md):
+  - every start costs `startup_s` before the first step, a restart after preemption `restore_s` more;
+  - a job runs at the perf model's step time for its plan, its GPU type (widest node in this cluster)
+    and the nodes it actually got; a preempted job keeps the steps it finished (checkpoint on stop);
+  - a job's true peak is MARP's prediction x its seeded error (frenzy.sim.truth); placed where that
+    exceeds the GPU memory it fails after its start-up time and is resubmitted by its user
+    (frenzy.sim.jobs.after_oom);
+  - a policy's Preempts take effect before its Places; a Place that over-allocates a node or splits a
+    tensor-parallel group across nodes is a policy bug and stops the run (SimulationError).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+
+from frenzy.core.errors import FrenzyError, NoFeasiblePlanError
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.training import Method, Precision, TrainingConfig
+from frenzy.memory.plans import plan_job
+from frenzy.memory.ranking import rank_key
+from frenzy.perf.step import step_time
+from frenzy.sched.configs import config_choice, peak_bytes
+from frenzy.sched.registry import Policy
+from frenzy.sched.scaleout import with_scale_out
+from frenzy.sched.types import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob
+from frenzy.sim import truth
+from frenzy.sim.cluster import ClusterSpec
+from frenzy.sim.jobs import Run, SimJob, after_oom
+from frenzy.sim.result import SimResult
+from frenzy.sim.trace import TraceJob
+
+ARRIVAL, END, ROUND = 0, 1, 2
+MAX_OOMS_PER_JOB = 8
+PLANS_PER_TYPE = 10  # MARP plans (and their scale-outs) kept per GPU type for the scheduler  # a user gives up after this many out-of-memory failures
+
+
+class SimulationError(FrenzyError):
+    """A policy decision the cluster cannot carry out (over-allocation, a split TP group)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimConfig:
+    seed: int = 0
+    startup_s: float = 60.0  # placement to first step: container, weights, NCCL init
+    restore_s: float = 30.0  # extra on a restart: loading the checkpoint
+    max_gpus_per_job: int = 64
+    objective: str = "time"  # MARP's plan ranking: time or cost
+    safety_margin: float = truth.planning_margin()
+
+    def __post_init__(self):
+        if self.startup_s < 0 or self.restore_s < 0:
+            raise ValueError("startup_s and restore_s must be >= 0")
+        if not 0 <= self.safety_margin < 1:
+            raise ValueError(f"safety_margin must be in [0, 1), got {self.safety_margin}")
+
+
+@lru_cache(maxsize=256)
+def _model(name: str):
+    return load_model(name)
+
+
+class Simulator:
+    def __init__(self, cluster: ClusterSpec, policy: Policy, jobs: list[TraceJob], config: SimConfig = SimConfig(),
+                 on_progress: Callable[[int, int, float], None] | None = None):
+        self.cluster, self.policy, self.config, self.on_progress = cluster, policy, config, on_progress
+        self.types = {g.name: g for g in cluster.gpu_types()}
+        self.capacity = cluster.gpus_by_type()
+        self.bandwidth = cluster.inter_node_bandwidth_by_type()
+        self.nodes = cluster.node_states()
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.round_s = getattr(policy, "round_s", None)
+        self.rotates = getattr(policy, "rotates", False)
+        self._plan_cache: dict[tuple, tuple] = {}
+        self.jobs: list[SimJob] = []
+        self.rejected: list[str] = []
+        rng = np.random.default_rng(config.seed)
+        for trace in jobs:
+            self._admit(trace, truth.draw_peak_error(rng))
+        self.by_id = {j.queued.job_id: j for j in self.jobs}
+        self.queue: dict[int, SimJob] = {}
+        self.running: dict[int, RunningJob] = {}
+        self.heap: list = []
+        self.busy_gpus = 0
+        self._state: ClusterState | None = None
+        self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
+
+    # ---- setup -----------------------------------------------------------------------------
+
+    def _plans(self, spec: JobSpec) -> tuple:
+        key = (spec.model.name, spec.training, spec.seq_len, spec.global_batch)
+        if key not in self._plan_cache:
+            shape = JobSpec(model=spec.model, training=spec.training, seq_len=spec.seq_len,
+                            global_batch=spec.global_batch)
+            try:
+                found = plan_job(shape, list(self.types.values()), max_gpus=self.config.max_gpus_per_job,
+                                 margin=self.config.safety_margin, rank=rank_key(self.config.objective, shape),
+                                 per_type=PLANS_PER_TYPE)
+            except NoFeasiblePlanError:
+                found = []
+            found = [c for c in found if c.num_gpus <= self.capacity[c.gpu.name]]
+            found = with_scale_out(shape, found, self.capacity, self.config.max_gpus_per_job)
+            found = sorted(found, key=rank_key(self.config.objective, shape))
+            per_type: dict[str, int] = {}
+            self._plan_cache[key] = tuple(c for c in found
+                                          if per_type.setdefault(c.gpu.name, 0) < PLANS_PER_TYPE
+                                          and not per_type.__setitem__(c.gpu.name, per_type[c.gpu.name] + 1))
+        return self._plan_cache[key]
+
+    def _admit(self, trace: TraceJob, error: float) -> None:
+        spec = JobSpec(model=_model(trace.model), seq_len=trace.seq_len, global_batch=trace.global_batch,
+                       steps=trace.steps, training=TrainingConfig(precision=Precision(trace.precision),
+                                                                  method=Method(trace.method)))
+        biggest = max(self.capacity.values())
+        gpus = min(trace.requested_gpus or 1, 1 << (biggest.bit_length() - 1))
+        gpus = 1 << (gpus.bit_length() - 1)
+        wanted = trace.requested_gpu_type if trace.requested_gpu_type in self.types else None
+        plans = self._plans(spec)
+        if not plans and not any(
+                (c := config_choice(spec, t, n, g.gpus_per_node)) is not None and c.fits_predicted
+                for t, g in self.types.items() for n in (gpus, 2 * gpus) if n <= self.capacity[t]):
+            self.rejected.append(trace.job_id)  # nothing in this cluster can run it, under any policy
+            return
+        queued = QueuedJob(job_id=trace.job_id, spec=spec, plans=plans, submit_time_s=trace.submit_time_s,
+                           requested_gpus=gpus, requested_gpu_type=wanted)
+        self.jobs.append(SimJob(len(self.jobs), trace, spec, queued, error))
+
+    # ---- the event loop --------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, index: int, epoch: int = 0) -> None:
+        heapq.heappush(self.heap, (t, kind, index, epoch))
+
+    def run(self) -> SimResult:
+        wall = time.perf_counter()
+        for job in self.jobs:
+            self._push(job.submit_s, ARRIVAL, job.index)
+        round_pending, changed_since_round, done, stalled = False, False, 0, False
+        while self.heap:
+            now = self.heap[0][0]
+            changed, round_due = False, False
+            while self.heap and self.heap[0][0] <= now:
+                _, kind, index, epoch = heapq.heappop(self.heap)
+                job = self.jobs[index]
+                if kind == ARRIVAL:
+                    self.queue[index] = job
+                    changed = True
+                elif kind == END and epoch == job.epoch and job.run is not None:
+                    done += self._end(job, now)
+                    changed = True
+                elif kind == ROUND:
+                    round_due, round_pending = True, False
+            if self.round_s is None:
+                if changed and self.queue:
+                    self._schedule(now)
+            else:
+                changed_since_round |= changed
+                if round_due and (self.queue or self.running):
+                    placed = self._schedule(now)
+                    stalled = not placed and not self.running and not changed_since_round
+                    changed_since_round = False
+                wants_round = changed_since_round or (self.rotates and self.queue and not stalled)
+                if not round_pending and wants_round and (self.queue or self.running):
+                    self._push((now // self.round_s + 1) * self.round_s, ROUND, 0)
+                    round_pending = True
+            self.result.sample(now, len(self.queue), self.busy_gpus)
+            if self.on_progress is not None and changed:
+                self.on_progress(done, len(self.jobs), now)
+        self.result.finish(self.jobs, self.rejected, time.perf_counter() - wall)
+        return self.result
+
+    # ---- decisions -------------------------------------------------------------------------
+
+    def _schedule(self, now: float) -> int:
+        if self._state is None:  # rebuilt only after a placement or a release changed it
+            self._state = ClusterState(nodes=tuple(self.nodes), running=tuple(self.running.values()))
+        state = self._state
+        queue = [j.queued for j in self.queue.values()]
+        t0 = time.perf_counter()
+        decisions = self.policy.schedule(state, queue, now)
+        elapsed = time.perf_counter() - t0
+        considered = len(queue) + (len(self.running) if self.round_s is not None else 0)
+        self.result.record_decision(elapsed, considered)
+        by_id = self.by_id
+        for d in decisions:
+            if isinstance(d, Preempt):
+                self._preempt(by_id[d.job_id], now)
+        placed = 0
+        for d in decisions:
+            if isinstance(d, Place):
+                self._place(by_id[d.job_id], d, now)
+                placed += 1
+        if any(isinstance(d, Preempt) for d in decisions):
+            self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[1].submit_s, kv[0])))
+        return placed
+
+    def _set_free(self, name: str, delta: int) -> None:
+        i = self.node_index[name]
+        n = self.nodes[i]
+        free = n.free_gpus + delta
+        if not 0 <= free <= n.total_gpus:
+            raise SimulationError(f"node {name} would have {free} free of {n.total_gpus} GPUs; a policy "
+                                  "placed more GPUs than the node has")
+        self.nodes[i] = NodeState(name=n.name, gpu_type=n.gpu_type, total_gpus=n.total_gpus, free_gpus=free)
+        self._state = None
+        self.busy_gpus -= delta
+
+    def _place(self, job: SimJob, d: Place, now: float) -> None:
+        if job.index not in self.queue:
+            raise SimulationError(f"policy {self.policy.name} placed job {d.job_id}, which is not queued")
+        gpu_name, tp = d.choice.gpu.name, d.choice.plan.tp
+        for name, gpus in d.allocation:
+            node = self.nodes[self.node_index[name]]
+            if node.gpu_type != gpu_name:
+                raise SimulationError(f"job {d.job_id}: plan on {gpu_name} placed on {name} ({node.gpu_type})")
+            if gpus % tp:
+                raise SimulationError(f"job {d.job_id}: {gpus} GPUs on {name} split a tensor-parallel group of {tp}")
+            self._set_free(name, -gpus)
+        gpu = self.types[gpu_name]
+        oom = truth.true_peak_bytes(peak_bytes(d.choice.memory), job.error) > gpu.memory_bytes
+        startup = self.config.startup_s + (self.config.restore_s if job.started_before else 0.0)
+        step_s = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation),
+                           inter_node_bandwidth_bytes_s=self.bandwidth[gpu_name]).total_s
+        finish = now + startup + job.remaining_steps * step_s
+        end = now + startup if oom else finish
+        job.run = Run(d.choice, d.allocation, now, now + startup, step_s, end, oom, gpu)
+        job.last_plan = f"{d.choice.num_gpus}x {gpu_name} {d.choice.plan.describe()}"
+        job.first_start_s = now if job.first_start_s is None else job.first_start_s
+        job.started_before = True
+        del self.queue[job.index]
+        self.running[job.index] = RunningJob(job_id=d.job_id, choice=d.choice, allocation=d.allocation,
+                                             start_time_s=now, expected_end_s=finish, job=job.queued)
+        self._push(end, END, job.index, job.epoch)
+
+    def _stop(self, job: SimJob, now: float, useful_s: float) -> Run:
+        run = job.run
+        job.account(run, now, useful_s)
+        for name, gpus in run.allocation:
+            self._set_free(name, gpus)
+        job.run = None
+        job.epoch += 1
+        del self.running[job.index]
+        return run
+
+    def _preempt(self, job: SimJob, now: float) -> None:
+        if job.run is None:
+            raise SimulationError(f"policy {self.policy.name} preempted job {job.queued.job_id}, which is not running")
+        run = job.run
+        steps = 0.0 if run.oom else min(job.remaining_steps, max(0.0, now - run.compute_start_s) / run.step_s)
+        self._stop(job, now, steps * run.step_s)
+        job.remaining_steps -= steps
+        job.preemptions += 1
+        self.queue[job.index] = job
+
+    def _end(self, job: SimJob, now: float) -> int:
+        run = job.run
+        if not run.oom:
+            self._stop(job, now, job.remaining_steps * run.step_s)
+            job.remaining_steps = 0.0
+            job.finish_s = now
+            return 1
+        self._stop(job, now, 0.0)
+        job.ooms += 1
+        if job.ooms > MAX_OOMS_PER_JOB:
+            job.abandoned = True
+            return 1
+        job.queued = after_oom(job.queued, run.gpu, run.num_gpus, self.types, self.capacity)
+        self.queue[job.index] = job
+        self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[1].submit_s, kv[0])))
+        return 0

@@ -1,0 +1,125 @@
+"""Job traces: Frenzy's canonical LLM trace CSV, and loaders for the public traces in ../shared.
+
+Canonical format (one row per job; the last four columns may be empty):
+    job_id,submit_time_s,model,global_batch,seq_len,steps,precision,method,requested_gpus,requested_gpu_type,user
+ElasticFlow (both its raw `job_id,submission_time,duration,num_gpu` and its `ef` format with a DL
+model assigned) and Philly (`timestamp,duration,num_gpus,gpu_time,cluster`) rows carry no LLM job;
+frenzy.sim.workload turns each into one by a documented, seeded mapping.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from frenzy.core.training import Method, Precision
+
+CANONICAL_COLUMNS = ("job_id", "submit_time_s", "model", "global_batch", "seq_len", "steps", "precision",
+                     "method", "requested_gpus", "requested_gpu_type", "user")
+FORMATS = ("auto", "frenzy", "elasticflow", "philly")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceJob:
+    """One row of the canonical trace."""
+
+    job_id: str
+    submit_time_s: float
+    model: str
+    global_batch: int
+    seq_len: int
+    steps: int
+    precision: str = "fp16-mixed"
+    method: str = "full"
+    requested_gpus: int | None = None
+    requested_gpu_type: str | None = None
+    user: str | None = None
+
+    def __post_init__(self):
+        if self.submit_time_s < 0:
+            raise ValueError(f"job {self.job_id}: submit_time_s must be >= 0")
+        for name in ("global_batch", "seq_len", "steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"job {self.job_id}: {name} must be >= 1, got {getattr(self, name)}")
+        if self.requested_gpus is not None and self.requested_gpus < 1:
+            raise ValueError(f"job {self.job_id}: requested_gpus must be >= 1 or empty")
+        Precision(self.precision), Method(self.method)  # raise ValueError on unknown values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawJob:
+    """A GPU-cluster trace row before it becomes an LLM job: when, how many GPUs, for how long."""
+
+    job_id: str
+    submit_time_s: float
+    duration_s: float
+    num_gpus: int
+    dl_model: str = ""  # ElasticFlow's assigned DL model (ef format)
+    batch_size: int = 0  # ElasticFlow's per-job batch size (ef format)
+    user: str = ""
+
+
+def _opt_int(text: str) -> int | None:
+    return int(float(text)) if text not in ("", None) else None
+
+
+def read_frenzy_csv(path: Path) -> list[TraceJob]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = set(CANONICAL_COLUMNS[:8]) - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: missing columns {sorted(missing)}; the header must be "
+                             + ",".join(CANONICAL_COLUMNS))
+        return [TraceJob(job_id=r["job_id"], submit_time_s=float(r["submit_time_s"]), model=r["model"],
+                         global_batch=int(r["global_batch"]), seq_len=int(r["seq_len"]), steps=int(r["steps"]),
+                         precision=r["precision"] or "fp16-mixed", method=r["method"] or "full",
+                         requested_gpus=_opt_int(r.get("requested_gpus", "")),
+                         requested_gpu_type=r.get("requested_gpu_type") or None, user=r.get("user") or None)
+                for r in reader]
+
+
+def write_frenzy_csv(jobs: list[TraceJob], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CANONICAL_COLUMNS)
+        for j in jobs:
+            writer.writerow([j.job_id, f"{j.submit_time_s:g}", j.model, j.global_batch, j.seq_len, j.steps,
+                             j.precision, j.method, j.requested_gpus or "", j.requested_gpu_type or "", j.user or ""])
+
+
+def read_elasticflow(path: Path) -> list[RawJob]:
+    """Either ElasticFlow format; submission times are shifted so the first job arrives at 0."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return []
+    start = min(float(r["submission_time"]) for r in rows)
+    return [RawJob(job_id=r["job_id"], submit_time_s=float(r["submission_time"]) - start,
+                   duration_s=float(r["duration"]), num_gpus=int(r["num_gpu"]), dl_model=r.get("model_name", ""),
+                   batch_size=int(r.get("batch_size") or 0)) for r in rows]
+
+
+def read_philly(path: Path) -> list[RawJob]:
+    """Philly as preprocessed by the Sia artifact; rows are sorted by time, ids are row numbers."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    stamps = [datetime.fromisoformat(r["timestamp"]).timestamp() for r in rows]
+    start = min(stamps, default=0.0)
+    jobs = [RawJob(job_id=f"philly-{i}", submit_time_s=t - start, duration_s=float(r["duration"]),
+                   num_gpus=int(r["num_gpus"]), user=r["cluster"]) for i, (r, t) in enumerate(zip(rows, stamps))]
+    return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
+
+
+def detect_format(path: Path) -> str:
+    with open(path, newline="") as f:
+        header = set(next(csv.reader(f), []))
+    if {"submit_time_s", "model", "steps"} <= header:
+        return "frenzy"
+    if {"submission_time", "duration", "num_gpu"} <= header:
+        return "elasticflow"
+    if {"timestamp", "duration", "num_gpus"} <= header:
+        return "philly"
+    raise ValueError(f"{path}: unrecognised trace header {sorted(header)}; use the canonical columns "
+                     + ",".join(CANONICAL_COLUMNS) + " or an ElasticFlow/Philly trace")

@@ -1,0 +1,152 @@
+"""Turn a GPU-cluster trace row (arrival, GPU request, duration on the original hardware) into an
+LLM training job, by a documented, seeded, reproducible mapping.
+
+For each row, with a generator seeded by (seed, CRC32 of the job id):
+ 1. GPUs: the request rounded down to a power of two, at most MAX_REQUEST_GPUS (kept as
+    `requested_gpus`; the trace has no GPU type, so `requested_gpu_type` stays empty).
+ 2. Model: a tier of MODEL_TIERS (catalog model + method, smallest first) from the row's GPU-hours,
+    tier = round(1.5 log10(GPU-hours) + 3 + N(0, 0.75)), clipped; ElasticFlow's `ef` rows whose DL
+    model is a vision or speech network move one tier down (they were the smaller jobs). The tier is
+    then lowered until the user's plan on the request fits the reference GPU with the error bound
+    to spare (the original job ran there, so it must have fitted).
+ 3. Sequence length: uniform over SEQ_LENS (capped by the model's positions); global batch:
+    requested GPUs x a per-GPU batch uniform over PER_GPU_BATCH (ElasticFlow `ef`: its batch size per
+    GPU / 8, rounded to a power of two, clipped to PER_GPU_BATCH's range).
+ 4. Steps: the trace duration over the predicted step time (frenzy.perf) of the user's plan on the
+    request on REFERENCE_GPU, at least 1, so the job lasts as long as in the trace there.
+All jobs train in fp16 mixed precision so that every GPU generation in the clusters can run them.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.training import Method, Precision, TrainingConfig
+from frenzy.sched.configs import config_choice, peak_bytes
+from frenzy.sim import truth
+from frenzy.sim.trace import RawJob, TraceJob, detect_format, read_elasticflow, read_frenzy_csv, read_philly
+from frenzy.core import catalog
+
+REFERENCE_GPU = "V100-SXM-32G"  # Philly and Microsoft ITP (ElasticFlow) ran P100/V100-class GPUs
+MODEL_TIERS = (
+    ("EleutherAI/pythia-160m", "full"),
+    ("Qwen/Qwen2.5-0.5B", "full"),
+    ("meta-llama/Llama-3.2-1B", "full"),
+    ("Qwen/Qwen2.5-1.5B", "full"),
+    ("meta-llama/Llama-3.2-3B", "full"),
+    ("Qwen/Qwen2.5-7B", "lora"),
+    ("meta-llama/Llama-3.1-8B", "full"),
+    ("meta-llama/Llama-2-13b-hf", "lora"),
+)
+SEQ_LENS = (512, 1024, 2048)
+PER_GPU_BATCH = (2, 4, 8)
+MAX_REQUEST_GPUS = 64
+PRECISION = "fp16-mixed"
+SMALLER_EF_MODELS = frozenset({"resnet50", "vgg16", "inception3", "deepspeech2"})
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def job_rng(seed: int, job_id: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(job_id.encode())])
+
+
+@lru_cache(maxsize=4096)
+def _reference_fit(model: str, method: str, seq: int, batch: int, gpus: int) -> float | None:
+    """Step time of the user's plan on `gpus` reference GPUs, or None if it would not fit there."""
+    spec = JobSpec(model=load_model(model), training=TrainingConfig(precision=Precision(PRECISION),
+                   method=Method(method)), seq_len=seq, global_batch=batch)
+    reference = catalog.gpu_type(REFERENCE_GPU)
+    config = config_choice(spec, REFERENCE_GPU, gpus, reference.gpus_per_node)
+    if config is None or not config.fits_predicted:
+        return None
+    if truth.true_peak_bytes(peak_bytes(config.choice.memory), truth.MARP_ERROR_BOUND) > reference.memory_bytes:
+        return None
+    return config.step_time_s
+
+
+def to_llm_job(raw: RawJob, seed: int) -> TraceJob:
+    rng = job_rng(seed, raw.job_id)
+    gpus = min(_pow2_floor(raw.num_gpus), MAX_REQUEST_GPUS)
+    gpu_hours = max(raw.duration_s, 1.0) * raw.num_gpus / 3600
+    tier = round(1.5 * math.log10(gpu_hours) + 3 + rng.normal(0, 0.75))
+    if raw.dl_model in SMALLER_EF_MODELS:
+        tier -= 1
+    tier = int(min(max(tier, 0), len(MODEL_TIERS) - 1))
+    seq_pick, batch_pick = rng.integers(len(SEQ_LENS)), rng.integers(len(PER_GPU_BATCH))
+    per_gpu = PER_GPU_BATCH[batch_pick]
+    if raw.batch_size:
+        per_gpu = min(max(_pow2_floor(raw.batch_size // max(raw.num_gpus, 1) // 8), PER_GPU_BATCH[0]),
+                      PER_GPU_BATCH[-1])
+    batch = gpus * per_gpu
+    for t in range(tier, -1, -1):
+        model, method = MODEL_TIERS[t]
+        seq = min(SEQ_LENS[seq_pick], load_model(model).max_position_embeddings)
+        step_s = _reference_fit(model, method, seq, batch, gpus)
+        if step_s is not None:
+            break
+    else:
+        raise ValueError(f"job {raw.job_id}: even {MODEL_TIERS[0][0]} does not fit {gpus}x {REFERENCE_GPU}")
+    steps = max(1, round(raw.duration_s / step_s))
+    return TraceJob(job_id=raw.job_id, submit_time_s=raw.submit_time_s, model=model, global_batch=batch,
+                    seq_len=seq, steps=steps, precision=PRECISION, method=method, requested_gpus=gpus,
+                    user=raw.user or None)
+
+
+def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: int | None = None,
+               skip_jobs: int = 0) -> list[TraceJob]:
+    """Jobs of a trace file in arrival order (`skip_jobs` then at most `max_jobs` of them), times
+    shifted so the first kept job arrives at 0."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"trace {path} not found; the shared traces live in ../shared/traces")
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if fmt == "frenzy":
+        jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
+    elif fmt in ("elasticflow", "philly"):
+        raw = read_elasticflow(path) if fmt == "elasticflow" else read_philly(path)
+        raw = sorted(raw, key=lambda j: j.submit_time_s)[skip_jobs:]
+        raw = raw[:max_jobs] if max_jobs else raw
+        jobs = [to_llm_job(r, seed) for r in raw]
+        skip_jobs = 0
+    else:
+        raise ValueError(f"unknown trace format '{fmt}'; choose one of: auto, frenzy, elasticflow, philly")
+    jobs = jobs[skip_jobs:]
+    jobs = jobs[:max_jobs] if max_jobs else jobs
+    if not jobs:
+        return []
+    start = jobs[0].submit_time_s
+    return [j if start == 0 else _shift(j, start) for j in jobs]
+
+
+def _shift(job: TraceJob, start: float) -> TraceJob:
+    from dataclasses import replace
+    return replace(job, submit_time_s=job.submit_time_s - start)
+
+
+def scale_arrivals(jobs: list[TraceJob], factor: float) -> list[TraceJob]:
+    """Multiply every submit time by `factor` (< 1 compresses the trace: a trace recorded on a big
+    cluster offers a comparable load to a small one). Durations are untouched."""
+    if factor <= 0:
+        raise ValueError(f"arrival scale must be > 0, got {factor}")
+    from dataclasses import replace
+    return [replace(j, submit_time_s=j.submit_time_s * factor) for j in jobs]
+
+
+def offered_load(jobs: list[TraceJob], total_gpus: int, duration_s: dict[str, float]) -> float:
+    """Requested GPU-seconds (at each job's reference duration) over cluster GPU-seconds in the
+    arrival window: ~1 means the trace alone would keep the cluster busy."""
+    if len(jobs) < 2:
+        return 0.0
+    span = max(j.submit_time_s for j in jobs) - min(j.submit_time_s for j in jobs)
+    work = sum((j.requested_gpus or 1) * duration_s[j.job_id] for j in jobs)
+    return work / (total_gpus * max(span, 1.0))

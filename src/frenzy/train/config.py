@@ -1,0 +1,71 @@
+"""Everything a training worker needs, as plain JSON-able values (no torch import here: the
+control plane builds it, Ray ships it, the worker reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerConfig:
+    job_id: str
+    attempt: int
+    model_name: str
+    family: str
+    hf_config: dict[str, Any] = field(hash=False)
+    local_weights: str | None = None  # a local folder with weights (+ tokenizer); else random init
+    # training settings
+    method: str = "full"
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    learning_rate: float = 3e-4
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = ("q", "v")
+    seq_len: int = 128
+    global_batch: int = 8
+    steps: int = 10
+    dataset: str = "synthetic"
+    seed: int = 0
+    # the plan
+    dp: int = 1
+    tp: int = 1
+    zero: int = 0
+    micro_batch: int = 1
+    grad_accum: int = 1
+    recompute: str = "none"
+    # where checkpoints go (shared by all attempts, so a re-planned job resumes)
+    storage_path: str = ""
+    checkpoint_every: int = 5
+    # memory watch
+    gpu_type: str = ""
+    gpu_memory_bytes: int = 0  # capacity of the (possibly emulated) GPU
+    predicted_peak_bytes: int = 0  # MARP's device bytes for this plan
+    fake_gpu: bool = True  # CPU workers emulating GPUs: the OOM test hook applies
+    emulate_peak_factor: float = 1.0
+    step_delay_s: float = 0.0  # fake mode: slow steps down so tests can act mid-run
+
+    def __post_init__(self):
+        if self.dp * self.tp < 1 or self.micro_batch * self.grad_accum * self.dp != self.global_batch:
+            raise ValueError(f"plan dp{self.dp} x mb{self.micro_batch} x ga{self.grad_accum} does not give "
+                             f"global batch {self.global_batch}")
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return Path(self.storage_path) / "checkpoints"
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["lora_targets"] = list(self.lora_targets)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> WorkerConfig:
+        data = dict(data)
+        data["lora_targets"] = tuple(data.get("lora_targets", ()))
+        return cls(**data)

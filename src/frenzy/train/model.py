@@ -1,0 +1,114 @@
+"""Build the job's Hugging Face model and apply the plan: recomputation, LoRA, tensor parallel
+(Llama-style layers), then DDP or FSDP2 over the data-parallel ranks."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from frenzy.train.config import WorkerConfig
+
+# Normalised projection names -> module names per family (LoRA targets, tensor-parallel styles).
+PROJECTIONS: dict[str, dict[str, list[str]]] = {
+    "llama": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"], "gate": ["gate_proj"],
+              "up": ["up_proj"], "down": ["down_proj"]},
+    "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"], "up": ["c_fc"],
+             "down": ["mlp.c_proj"]},
+    "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
+                 "o": ["attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]},
+    "opt": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc1"], "down": ["fc2"]},
+}
+for _fam in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"):
+    PROJECTIONS[_fam] = PROJECTIONS["llama"]
+
+
+def build_model(cfg: WorkerConfig) -> nn.Module:
+    """From the job's config: local weights if the spec points to a folder, else random init."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    raw = {k: v for k, v in cfg.hf_config.items() if k not in ("architectures", "_name_or_path", "auto_map")}
+    model_type = raw.pop("model_type")
+    config = AutoConfig.for_model(model_type, **raw)
+    config._attn_implementation = "sdpa"
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    if cfg.local_weights:
+        model = AutoModelForCausalLM.from_pretrained(cfg.local_weights, config=config, local_files_only=True,
+                                                     torch_dtype=dtype)
+    else:
+        torch.manual_seed(cfg.seed)  # every rank builds the same initial weights
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    if cfg.recompute != "none":
+        # Selective recomputation is approximated by HF's per-layer (full) checkpointing.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    if cfg.method in ("lora", "qlora"):
+        model = _lora(model, cfg)
+    return model
+
+
+def _lora(model: nn.Module, cfg: WorkerConfig) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    table = PROJECTIONS.get(cfg.family)
+    targets = set(cfg.lora_targets)
+    if table is None or "all-linear" in targets:
+        modules: list[str] | str = "all-linear"
+    else:
+        modules = sorted({name for t in targets for name in table.get(t, [])}) or "all-linear"
+    return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
+                                            target_modules=modules, task_type="CAUSAL_LM"))
+
+
+def device_mesh(cfg: WorkerConfig, device: str) -> DeviceMesh:
+    """(dp, tp) mesh; tp is the inner dimension, so a tensor-parallel group is consecutive ranks,
+    which the executor places on one node."""
+    return init_device_mesh(device, (cfg.dp, cfg.tp), mesh_dim_names=("dp", "tp"))
+
+
+def apply_tensor_parallel(model: nn.Module, mesh: DeviceMesh) -> None:
+    """Megatron-style column/row split of attention and MLP projections of Llama-style layers."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel()}
+    for layer in _decoder_layers(model):
+        parallelize_module(layer, mesh, plan)
+
+
+def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+    for module in model.modules():
+        layers = getattr(module, "layers", None) or getattr(module, "h", None)
+        if isinstance(layers, nn.ModuleList):
+            return list(layers)
+    raise ValueError(f"cannot find the decoder layers of {type(model).__name__}")
+
+
+def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, device: torch.device) -> nn.Module:
+    """ZeRO 0 -> DDP; ZeRO 1/2 -> FSDP2 keeping parameters gathered after forward; ZeRO 3 ->
+    FSDP2 resharding after forward. With tensor parallelism the dp shards are 2-D (FSDP2 + TP)."""
+    if cfg.dp == 1:
+        return model
+    if cfg.zero == 0 and cfg.tp == 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                       process_group=mesh["dp"].get_group())
+    from torch.distributed.fsdp import fully_shard
+
+    reshard = cfg.zero >= 3
+    for layer in _decoder_layers(model):
+        fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh["dp"], reshard_after_forward=reshard)
+    return model
+
+
+def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=0.9)
+    # adamw-8bit needs bitsandbytes on CUDA; on CPU and without it the fp32 AdamW runs instead.
+    return torch.optim.AdamW(params, lr=cfg.learning_rate, fused=cfg.optimizer == "adamw-fused"
+                             and torch.cuda.is_available())

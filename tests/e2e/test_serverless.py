@@ -1,0 +1,91 @@
+"""End to end on real Ray (two fake GPU types) through the HTTP API: jobs run to success on the
+GPU types and nodes they were placed on, an OOM re-plans and resumes, cancel stops a run, a
+killed server loses nothing, and bad specs are refused with what to change."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from frenzy.cli.client import ApiError
+from tests.e2e.conftest import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+TINY = str(ROOT / "examples" / "tiny-llama" / "config.json")
+NODE_TYPE = {"a100-sxm-80g-0": "A100-SXM-80G", "a10g-24g-0": "A10G-24G"}
+
+
+def wait_for(client, job_id, states, timeout=400):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = client.job(job_id)
+        if job["state"] in states:
+            return job
+        time.sleep(1)
+    raise AssertionError(f"{job_id} still {job['state']} after {timeout}s: {client.logs(job_id)['lines'][-5:]}")
+
+
+def assert_placement_respected(job):
+    for attempt in job["attempts_detail"]:
+        tp = int(attempt["plan"].split("tp")[1].split()[0].rstrip("+sp")) if " tp" in attempt["plan"] else 1
+        for node, gpus in attempt["allocation"]:
+            assert NODE_TYPE[node] == attempt["gpu_type"]  # a plan runs on its GPU type only
+            assert gpus % tp == 0  # tensor-parallel groups never span nodes
+
+
+def test_bad_specs_get_4xx_and_nothing_is_queued(client):
+    cases = [({"model": "lama-3.2-1b"}, 422, "Did you mean"),
+             ({"model": TINY, "global_batch": 6, "micro_batch": 4}, 422, "not divisible"),
+             ({"model": TINY, "seq_len": 4096}, 422, "exceeds the 2048 positions"),
+             ({"model": TINY, "gpus": 2}, 422, "chosen by Frenzy"),
+             ({"model": "meta-llama/Llama-3.1-8B", "global_batch": 8, "seq_len": 1024}, 409, "add nodes")]
+    before = len(client.jobs())
+    for body, status, words in cases:
+        with pytest.raises(ApiError) as err:
+            client.submit(body)
+        assert err.value.status == status and words in err.value.detail, err.value.detail
+    assert len(client.jobs()) == before
+
+
+def test_oom_replans_and_resumes_while_another_job_is_cancelled(client):
+    # Emulated peak = 1.8 x MARP's prediction: over a 3 GiB A10G on one GPU, so it OOMs at step 2.
+    oom = client.submit({"model": TINY, "global_batch": 16, "seq_len": 128, "steps": 4,
+                         "limits": {"gpu_types": ["A10G-24G"]}, "emulation": {"peak_factor": 1.8}})
+    victim = client.submit({"model": TINY, "global_batch": 8, "seq_len": 64, "steps": 500,
+                            "limits": {"gpu_types": ["A100-SXM-80G"]}})
+    running = wait_for(client, victim["id"], {"running"})
+    assert running["gpu_type"] == "A100-SXM-80G"
+    client.cancel(victim["id"])
+    cancelled = wait_for(client, victim["id"], {"cancelled"}, timeout=60)
+    assert cancelled["attempts_detail"][-1]["outcome"] == "cancelled"
+
+    job = wait_for(client, oom["id"], {"succeeded", "failed"})
+    assert job["state"] == "succeeded", job["failure_reason"]
+    first, second = job["attempts_detail"]
+    assert first["outcome"] == "oom" and second["outcome"] == "succeeded"
+    assert first["observed_over_predicted"] == pytest.approx(1.8, rel=1e-3)
+    # the re-plan leaves room for the observed 1.8x on its GPU type, and it resumed from step 1
+    assert second["predicted_device_bytes"] * 1.8 <= 0.95 * job["chosen_plan"]["gpu_memory_bytes"]
+    # the shared (family, GPU type) correction is bounded; the job's own re-plan used the full 1.8x
+    assert job["calibration_factor"] == pytest.approx(1.5)
+    lines = [ln["line"] for ln in client.logs(oom["id"])["lines"]]
+    assert any("ran out of GPU memory" in ln for ln in lines)
+    assert job["progress"]["step"] == 4
+    assert_placement_respected(job)
+    metrics = client.http.get("/metrics").text
+    assert "frenzy_oom_replans_total 1.0" in metrics
+
+
+def test_server_killed_mid_run_loses_nothing(client, server):
+    job = client.submit({"model": TINY, "global_batch": 8, "seq_len": 64, "steps": 12})
+    wait_for(client, job["id"], {"running"})
+    server.kill()
+    server.start()  # same store, same Ray cluster
+    done = wait_for(client, job["id"], {"succeeded", "failed"})
+    assert done["state"] == "succeeded", done["failure_reason"]
+    assert done["progress"]["step"] == 12
+    # adopted, not restarted: still attempt 1
+    assert [a["outcome"] for a in done["attempts_detail"]] == ["succeeded"]
+    assert_placement_respected(done)
+    assert any("re-attached" in ln["line"] for ln in client.logs(job["id"])["lines"])

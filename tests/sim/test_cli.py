@@ -1,0 +1,26 @@
+"""`frenzy simulate` end to end on a small trace."""
+
+import json
+
+from typer.testing import CliRunner
+
+from frenzy.cli.main import app
+
+
+def test_simulate_writes_json_and_plots(trace_csv, tmp_path):
+    out, plots = tmp_path / "m.json", tmp_path / "plots"
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
+                                      "--policy", "frenzy,opportunistic,fifo", "--max-jobs", "12",
+                                      "--json", str(out), "--plots", str(plots)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert [p["policy"] for p in data["policies"]] == ["frenzy", "opportunistic", "fifo"]
+    assert all("p99_jct_s" in p and "decision_per_job_ms" in p for p in data["policies"])
+    for name in ("jct_cdf.png", "queue_length.png", "utilisation.png"):
+        assert (plots / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_unknown_policy_is_a_user_error(trace_csv):
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
+                                      "--policy", "frenzzy"])
+    assert result.exit_code == 2 and "Did you mean" in result.output

@@ -1,0 +1,105 @@
+"""The simulator's invariants on small traces, for every policy."""
+
+import math
+
+import numpy as np
+import pytest
+
+from frenzy.sched import get_policy
+from frenzy.sim.cluster import load_cluster
+from frenzy.sim.engine import SimConfig, Simulator
+from tests.sim.conftest import small_jobs
+
+POLICIES = ["frenzy", "sia", "gavel", "opportunistic", "fifo"]
+
+
+class Watched(Simulator):
+    """Records every placement and checks it against the node capacities independently."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.capacity_of = {n.name: n.total_gpus for n in self.nodes}
+        self.widest = {n.gpu_type: max(n.total_gpus, 0) for n in self.nodes}
+        self.held: dict[str, int] = {}
+        self.placements = []
+
+    def _place(self, job, d, now):
+        for name, gpus in d.allocation:
+            self.held[name] = self.held.get(name, 0) + gpus
+            assert self.held[name] <= self.capacity_of[name], f"{name} over-allocated"
+            assert gpus % d.choice.plan.tp == 0, "tensor-parallel group split across nodes"
+        self.placements.append((d.job_id, d.allocation, d.choice.plan.tp))
+        super()._place(job, d, now)
+
+    def _stop(self, job, now, useful_s):
+        for name, gpus in job.run.allocation:
+            self.held[name] -= gpus
+        return super()._stop(job, now, useful_s)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    out = {}
+    for cluster in ("testbed", "sia-64"):
+        spec = load_cluster(cluster)
+        for name in POLICIES:
+            sim = Watched(spec, get_policy(name), small_jobs(), SimConfig(seed=7))
+            out[(cluster, name)] = (sim, sim.run())
+    return out
+
+
+@pytest.mark.parametrize("cluster", ["testbed", "sia-64"])
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_job_finishes_without_overallocation(runs, cluster, name):
+    sim, result = runs[(cluster, name)]
+    summary = result.summary()
+    assert summary["finished"] == summary["jobs"] == len(small_jobs()) - summary["rejected"]
+    assert summary["abandoned"] == 0 and summary["unfinished"] == 0
+    assert all(v == 0 for v in sim.held.values())  # everything released at the end
+    for _, allocation, tp in sim.placements:
+        assert all(gpus % tp == 0 for _, gpus in allocation)
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_metrics_add_up(runs, name):
+    sim, result = runs[("sia-64", name)]
+    s = result.summary()
+    jobs = [j for j in result.jobs if j["jct_s"] is not None]
+    for j in jobs:
+        assert j["jct_s"] >= j["held_s"] - 1e-6  # held time fits inside the JCT
+        assert j["gpu_s_useful"] <= j["gpu_s_allocated"] + 1e-6
+    # GPU-seconds held by jobs == the integral of the busy-GPU curve over time
+    t, busy = np.array(result.times), np.array(result.busy)
+    integral = float(np.sum(np.diff(t) * busy[:-1]))
+    assert integral == pytest.approx(sum(j["gpu_s_allocated"] for j in result.jobs), rel=1e-6)
+    assert s["gpu_hours"] == pytest.approx(integral / 3600, rel=1e-6)
+    assert s["avg_jct_s"] == pytest.approx(np.mean([j["jct_s"] for j in jobs]))
+    assert s["avg_queueing_delay_s"] == pytest.approx(np.mean([j["jct_s"] - j["held_s"] for j in jobs]))
+    assert 0 <= s["utilisation_useful"] <= s["utilisation_allocated"] <= 1 + 1e-9
+    assert s["decisions"] == len(result.round_s) > 0
+
+
+def test_frenzy_never_runs_out_of_memory_and_baselines_can(runs):
+    assert runs[("sia-64", "frenzy")][1].summary()["oom_restarts"] == 0
+    assert runs[("testbed", "frenzy")][1].summary()["oom_restarts"] == 0
+    assert sum(runs[(c, "opportunistic")][1].summary()["oom_restarts"] for c in ("testbed", "sia-64")) > 0
+
+
+@pytest.mark.parametrize("name", ["frenzy", "sia"])
+def test_seeded_run_is_deterministic(runs, name):
+    spec = load_cluster("sia-64")
+    again = Simulator(spec, get_policy(name), small_jobs(), SimConfig(seed=7)).run().summary()
+    first = runs[("sia-64", name)][1].summary()
+    for key in ("sim_wall_s", "decision_per_job_ms", "decision_per_round_ms"):
+        first.pop(key), again.pop(key)
+    assert first == again
+
+
+def test_jobs_run_at_the_perf_models_speed(runs):
+    # A job alone on an idle cluster finishes after start-up + steps x predicted step time.
+    sim, result = runs[("testbed", "frenzy")]
+    first = result.jobs[0]
+    assert first["first_start_s"] == pytest.approx(first["submit_s"])
+    job = sim.jobs[0]
+    assert job.finish_s - job.first_start_s > sim.config.startup_s
+    assert math.isfinite(first["jct_s"])

@@ -1,0 +1,44 @@
+"""Discovery from Ray node entries and fake-node specs (pure parsing; e2e runs them on Ray)."""
+
+from __future__ import annotations
+
+import pytest
+
+from frenzy.core.units import GiB
+from frenzy.executor.fake_cluster import parse_nodes
+from frenzy.executor.resources import node_info, node_labels
+
+
+def test_node_info_reads_gpu_type_resource_and_emulated_memory():
+    entry = {"NodeID": "abc", "Alive": True, "Resources": {"CPU": 4.0, "gpu_type:A100-SXM-40G": 4.0},
+             "Labels": node_labels("n1", "A100-SXM-40G", 3 * GiB)}
+    info = node_info(entry)
+    assert info.name == "n1" and info.gpus == 4 and info.gpu_type.name == "A100-SXM-40G"
+    assert info.gpu_type.memory_bytes == 3 * GiB  # not the catalog's 40G: the card is emulated smaller
+
+
+def test_head_without_gpus_is_not_a_gpu_node():
+    assert node_info({"Resources": {"CPU": 2.0}, "Labels": {}}) is None
+
+
+def test_two_gpu_types_on_one_node_is_refused():
+    with pytest.raises(ValueError, match="exactly one"):
+        node_info({"Resources": {"gpu_type:T4-16G": 1, "gpu_type:L4-24G": 1}, "Labels": {}})
+
+
+def test_parse_fake_nodes_and_presets():
+    nodes = parse_nodes("a10g:4:1.5GiB,A10G-24G:2,t4:1")
+    assert [(n.name, n.gpu_type, n.gpus) for n in nodes] == [
+        ("a10g-24g-0", "A10G-24G", 4), ("a10g-24g-1", "A10G-24G", 2), ("t4-16g-0", "T4-16G", 1)]
+    assert nodes[0].memory_bytes == int(1.5 * GiB)
+    assert len({n.gpu_type for n in parse_nodes("demo")}) == 3
+    with pytest.raises(ValueError, match="TYPE:GPUS"):
+        parse_nodes("A10G-24G")
+
+
+def test_ray_start_command_from_nvml_name():
+    from frenzy.executor.node_args import ray_start_command
+
+    cmd = ray_start_command("10.0.0.1:6379", "NVIDIA H100 80GB HBM3", 8, 85520809984, "gpu-7")
+    assert "gpu_type:H100-SXM-80G" in cmd and "--num-gpus=8" in cmd and "frenzy.io/node=gpu-7" in cmd
+    assert "RAY_AUTH_MODE=token" in cmd

@@ -1,0 +1,144 @@
+"""Policies on tiny hand-built states, checked against hand-derived or brute-force answers."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from frenzy.core import catalog
+from frenzy.core.errors import UnknownNameError
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.training import Precision, TrainingConfig
+from frenzy.memory.plans import plan_job
+from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, RunningJob, get_policy
+from frenzy.sched.policies.gavel import max_min_fractions
+from frenzy.sched.policies.sia import solve
+
+TYPES = ("T4-16G", "A100-SXM-40G")
+
+
+def _nodes(free=None):
+    free = free or {}
+    return tuple(NodeState(name=f"{t}-{i}", gpu_type=t, total_gpus=4, free_gpus=free.get(f"{t}-{i}", 4))
+                 for t in TYPES for i in range(2))
+
+
+def _job(job_id, model="EleutherAI/pythia-160m", steps=1000, submit=0.0, gpus=1, batch=8, types=TYPES):
+    spec = JobSpec(model=load_model(model), training=TrainingConfig(precision=Precision.FP16_MIXED), seq_len=512,
+                   global_batch=batch, steps=steps)
+    plans = tuple(plan_job(spec, [catalog.gpu_type(t) for t in types], max_gpus=8))
+    return QueuedJob(job_id=job_id, spec=spec, plans=plans, submit_time_s=submit, requested_gpus=gpus)
+
+
+def _check(decisions, state):
+    free = {n.name: n.free_gpus for n in state.nodes}
+    for d in decisions:
+        if isinstance(d, Place):
+            for name, gpus in d.allocation:
+                free[name] -= gpus
+                assert gpus % d.choice.plan.tp == 0
+    assert min(free.values()) >= 0
+
+
+def test_registry_has_all_policies_and_suggests_names():
+    for name in ("frenzy", "sia", "gavel", "opportunistic", "fifo"):
+        assert get_policy(name).name == name
+    with pytest.raises(UnknownNameError, match="Did you mean: gavel"):
+        get_policy("gavle")
+
+
+@pytest.mark.parametrize("name", ["frenzy", "sia", "gavel", "opportunistic", "fifo"])
+def test_every_policy_places_on_an_empty_cluster_without_overallocating(name):
+    state = ClusterState(nodes=_nodes())
+    queue = [_job(f"j{i}", submit=i) for i in range(6)]
+    decisions = get_policy(name).schedule(state, queue, now=10.0)
+    assert any(isinstance(d, Place) for d in decisions)
+    _check(decisions, state)
+
+
+def test_frenzy_takes_its_first_plan_and_honours_exclusions():
+    job = _job("a")
+    (place,) = get_policy("frenzy").schedule(ClusterState(nodes=_nodes()), [job], now=0.0)
+    assert place.choice == job.plans[0]
+    excluded = QueuedJob(job_id="b", spec=job.spec, plans=job.plans, submit_time_s=0.0,
+                         excluded_gpu_types=(job.plans[0].gpu.name,))
+    (place,) = get_policy("frenzy").schedule(ClusterState(nodes=_nodes()), [excluded], now=0.0)
+    assert place.choice.gpu.name != job.plans[0].gpu.name
+
+
+def test_frenzy_reservation_blocks_long_backfill_but_not_short():
+    # A100s are busy until t=1000; the head prefers waiting for them over a much slower T4 run.
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000, submit=0.0)
+    a100 = next(c for c in head.plans if c.gpu.name == "A100-SXM-40G")
+    running = RunningJob(job_id="r", choice=a100, allocation=(("A100-SXM-40G-0", 4), ("A100-SXM-40G-1", 4))[:1],
+                         start_time_s=0.0, expected_end_s=1000.0)
+    state = ClusterState(nodes=_nodes({"A100-SXM-40G-0": 0, "A100-SXM-40G-1": 0}), running=(running,))
+    decisions = get_policy("frenzy").schedule(state, [head], now=0.0)
+    assert not decisions or decisions[0].choice.gpu.name == "A100-SXM-40G"
+
+
+def test_fifo_blocks_behind_the_head_and_opportunistic_does_not():
+    big = _job("big", gpus=8, submit=0.0)
+    small = _job("small", gpus=1, submit=1.0)
+    state = ClusterState(nodes=_nodes({"T4-16G-0": 2, "T4-16G-1": 2, "A100-SXM-40G-0": 2, "A100-SXM-40G-1": 2}))
+    assert get_policy("fifo").schedule(state, [big, small], now=2.0) == []
+    placed = [d.job_id for d in get_policy("opportunistic").schedule(state, [big, small], now=2.0)]
+    assert placed == ["small"]
+
+
+def test_sia_ilp_matches_brute_force():
+    rng = np.random.default_rng(3)
+    types, capacity = ["x", "y"], {"x": 4, "y": 2}
+    entries = [[(t, n, float(rng.uniform(0.5, 3))) for t in types for n in (1, 2, 4) if n <= capacity[t]]
+               for _ in range(4)]
+    chosen = solve(entries, types, capacity)
+    best = 0.0
+    for pick in itertools.product(*[[None, *range(len(e))] for e in entries]):
+        used = {t: 0 for t in types}
+        value = 0.0
+        for e, k in zip(entries, pick):
+            if k is not None:
+                used[e[k][0]] += e[k][1]
+                value += e[k][2]
+        if all(used[t] <= capacity[t] for t in types):
+            best = max(best, value)
+    got = sum(e[k][2] for e, k in zip(entries, chosen) if k is not None)
+    assert got == pytest.approx(best, rel=0.006)  # within the solver's relative gap
+
+
+def test_gavel_max_min_two_jobs_two_types():
+    # Job 0 runs 4x faster on type 1, job 1 equally fast on both; one GPU of each type, one GPU per job.
+    # Max-min of normalised throughput: job 0 gets type 1 full time (1.0), job 1 type 0 (1.0).
+    x = max_min_fractions(np.array([[1.0, 4.0], [2.0, 2.0]]), np.array([1.0, 1.0]), np.array([1.0, 1.0]))
+    assert x[0, 1] == pytest.approx(1.0, abs=1e-6) and x[1, 0] == pytest.approx(1.0, abs=1e-6)
+
+
+def _busy_state(started_s_ago: float, remaining_s: float, now: float):
+    long_job = _job("long", steps=10_000_000, types=("T4-16G",))
+    t4 = next(c for c in long_job.plans if c.gpu.name == "T4-16G")
+    nodes = tuple(NodeState(name=f"T4-16G-{i}", gpu_type="T4-16G", total_gpus=4, free_gpus=4 - (t4.num_gpus if i == 0 else 0))
+                  for i in range(1))
+    running = RunningJob(job_id="long", choice=t4, allocation=(("T4-16G-0", t4.num_gpus),),
+                         start_time_s=now - started_s_ago, expected_end_s=now + remaining_s, job=long_job)
+    return ClusterState(nodes=nodes, running=(running,)), t4
+
+
+def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
+    now = 10_000.0
+    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
+    short = _job("short", steps=10, submit=now, types=("T4-16G",))
+    # Only T4 nodes exist and they are full: the short job can start only by preemption.
+    full = ClusterState(nodes=tuple(NodeState(name=n.name, gpu_type=n.gpu_type, total_gpus=n.total_gpus,
+                                              free_gpus=0) for n in state.nodes), running=state.running)
+    need = next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus
+    if need > t4.num_gpus:
+        pytest.skip("the short job needs more GPUs than the running one holds")
+    decisions = get_policy("frenzy").schedule(full, [short], now)
+    kinds = [(type(d).__name__, d.job_id) for d in decisions]
+    assert ("Preempt", "long") in kinds and ("Place", "short") in kinds
+    # A job that (re)started moments ago is not bounced.
+    recent = ClusterState(nodes=full.nodes, running=(RunningJob(
+        job_id="long", choice=t4, allocation=state.running[0].allocation, start_time_s=now - 10,
+        expected_end_s=now + 1e7, job=state.running[0].job),))
+    assert get_policy("frenzy").schedule(recent, [short], now) == []
