@@ -91,9 +91,16 @@ def _llama_like(cfg: Config, name: str, *, qkv_bias=None, tie_default=False, **o
                          qkv_bias=bias, o_bias=cfg.get("attention_bias", False) and qkv_bias is None)
     linears += _gated_mlp(base["hidden_size"], inter, bias=cfg.get("mlp_bias", False))
     args = dict(base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                sliding_window=_sliding_window(cfg),
                 activation=cfg.get("hidden_act", "silu"), attention_dropout=cfg.get("attention_dropout", 0.0))
     args.update(overrides)
     return ModelArch(**args)
+
+
+def _sliding_window(cfg: Config) -> int:
+    if not cfg.get("use_sliding_window", True):  # Qwen2 configs carry a window they do not use
+        return 0
+    return int(cfg.get("sliding_window") or 0)
 
 
 def parse_llama(cfg, name):
@@ -128,7 +135,8 @@ def parse_phi3(cfg, name):
     linears += _gated_mlp(h, inter, fused=True)
     rotary = int(base["head_dim"] * cfg.get("partial_rotary_factor", 1.0))
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=rotary,
-                     hidden_dropout=cfg.get("resid_pdrop", 0.0), attention_dropout=cfg.get("attention_dropout", 0.0))
+                     hidden_dropout=cfg.get("resid_pdrop", 0.0), attention_dropout=cfg.get("attention_dropout", 0.0),
+                     rope_concat=True, sliding_window=_sliding_window(cfg))
 
 
 def parse_mixtral(cfg, name):
@@ -137,7 +145,8 @@ def parse_mixtral(cfg, name):
     linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"])
     linears += _gated_mlp(h, inter, per_expert=True)
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
-                     num_experts=_get(cfg, "num_local_experts"), experts_per_token=_get(cfg, "num_experts_per_tok"))
+                     num_experts=_get(cfg, "num_local_experts"), experts_per_token=_get(cfg, "num_experts_per_tok"),
+                     sliding_window=_sliding_window(cfg))
 
 
 def parse_qwen2_moe(cfg, name):

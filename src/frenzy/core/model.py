@@ -98,6 +98,8 @@ class ModelArch:
     attn_softcap: bool = False  # tanh soft-capping of attention scores (Gemma 2)
     norm_fp32_output: bool = False  # RMSNorm keeps its normalised tensor in fp32 (Gemma)
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
+    rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)
+    sliding_window: int = 0  # attention window; longer sequences need an explicit mask
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:

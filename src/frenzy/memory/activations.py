@@ -157,9 +157,20 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
         items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
     else:
-        # Fused kernels keep their output (whose memory is already (b, s, heads, d), so o_proj reads
-        # it without a copy) and an fp32 logsumexp per head.
+        # Fused kernels keep their output and an fp32 logsumexp per head. The output takes the
+        # query's memory layout: RoPE applied in place of layout keeps (b, s, heads, d), so o_proj
+        # reads it without a copy; partial rotary builds q with `cat`, contiguous as (b, heads, s, d),
+        # and o_proj then gets a transposed copy.
         items["attn_out"] = c * q_dim + 4 * heads
+        rope_by_cat = arch.rope_concat or 0 < arch.rotary_dim < arch.head_dim
+        if rope_by_cat and _trains(training, {"o"}):
+            items["o_input"] = c * q_dim
+        if arch.sliding_window and seq > arch.sliding_window:
+            # A sequence longer than the window needs an explicit mask: SDPA then takes the
+            # memory-efficient kernel, which keeps a per-layer copy of the mask, and HF expands
+            # grouped k and v itself (no `enable_gqa` with a mask).
+            items["window_mask"] = c * seq
+            items["qkv"] += 2 * c * (q_dim - kv_dim)
     if arch.hidden_dropout > 0:
         items["attn_dropout_mask"] = arch.hidden_size
     return items

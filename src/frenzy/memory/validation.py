@@ -180,6 +180,7 @@ def full_matrix() -> list[Case]:
         _case("meta-llama/Llama-2-7b-hf", precision="bf16", tp=4, mb=1, seq=2048, **full),
         _case("mistralai/Mistral-7B-v0.1", precision="bf16", method="lora", mb=2, seq=2048, **full),
         _case("mistralai/Mistral-7B-v0.1", precision="bf16", recompute="full", tp=2, mb=2, seq=4096, **full),
+        _case("mistralai/Mistral-7B-v0.1", precision="bf16", mb=1, seq=6144),  # longer than its 4096 window
         _case("Qwen/Qwen2.5-7B", precision="bf16", method="lora", mb=1, seq=2048, **full),
         _case("Qwen/Qwen2.5-0.5B", precision="bf16", mb=8, seq=1024, **full),
         _case("Qwen/Qwen2.5-0.5B", mb=4, seq=2048, **full),
