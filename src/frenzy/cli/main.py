@@ -132,11 +132,9 @@ def plan(
 ) -> None:
     """Rank the plans that fit, per GPU type: GPU count, dp x tp x pp, ZeRO, micro-batch, recomputation."""
     from frenzy.memory.plans import plan_job
-    from frenzy.memory.ranking import RANKINGS
+    from frenzy.memory.ranking import rank_key
 
     try:
-        if objective not in RANKINGS:
-            raise ValueError(f"unknown objective '{objective}'; choose one of: {', '.join(RANKINGS)}")
         if max_gpus < 1:
             raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
         arch = load_model(model)
@@ -145,16 +143,21 @@ def plan(
         types = ([catalog.gpu_type(g) for g in gpus.split(",") if g.strip()] if gpus
                  else list(catalog.gpu_types().values()))
         fixed = [parse_recompute(recompute)] if recompute else None
-        choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=RANKINGS[objective])
+        choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=rank_key(objective, job))
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
     if as_json:
+        from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
+
+        plans = [dict(c.to_json(), predicted_time_s=predicted_duration_s(job, c),
+                      predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
         print(json.dumps({"model": arch.name, "params": arch.num_params, "objective": objective,
-                          "plans": [c.to_json() for c in choices]}, indent=2))
+                          "plans": plans}, indent=2))
         return
     console.print(arch.summary())
-    console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} ({training.precision.value}, "
-                              f"{training.method.value}), objective {objective}", choices[:top]))
+    console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} x {steps} steps "
+                              f"({training.precision.value}, {training.method.value}), objective {objective}",
+                              choices[:top], job))
     if len(choices) > top:
         console.print(f"… {len(choices) - top} more (--top N or --json)")
 

@@ -36,16 +36,25 @@ def memory_table(title: str, estimates: dict[str, MemoryEstimate]) -> Table:
     return table
 
 
-def plans_table(title: str, choices: list[PlanChoice]) -> Table:
+def plans_table(title: str, choices: list[PlanChoice], job=None) -> Table:
+    """Ranked plans; with the job, the perf model's predicted time and cost of each."""
     table = Table(title=title, title_justify="left")
-    for column, justify in [("#", "right"), ("GPU type", "left"), ("GPUs", "right"), ("layout", "left"),
-                            ("micro x accum", "right"), ("recompute", "left"), ("needs GiB", "right"),
-                            ("of GiB", "right"), ("headroom", "right")]:
+    columns = [("#", "right"), ("GPU type", "left"), ("GPUs", "right"), ("layout", "left"),
+               ("micro x accum", "right"), ("recompute", "left"), ("needs GiB", "right"),
+               ("of GiB", "right"), ("headroom", "right")]
+    if job is not None:
+        columns += [("time h", "right"), ("cost $", "right")]
+    for column, justify in columns:
         table.add_column(column, justify=justify)
     for i, c in enumerate(choices, 1):
         p = c.plan
         layout = f"dp{p.dp} tp{p.tp}{'+sp' if p.sequence_parallel else ''} pp{p.pp} zero{int(p.zero)}"
-        table.add_row(str(i), c.gpu.name, str(p.num_gpus), layout, f"{p.micro_batch} x {p.grad_accum}",
-                      p.recompute.name.lower(), f"{gib(c.memory.required_bytes):.1f}",
-                      f"{gib(c.gpu.memory_bytes):.1f}", f"{c.headroom_fraction:.0%}")
+        cells = [str(i), c.gpu.name, str(p.num_gpus), layout, f"{p.micro_batch} x {p.grad_accum}",
+                 p.recompute.name.lower(), f"{gib(c.memory.required_bytes):.1f}",
+                 f"{gib(c.gpu.memory_bytes):.1f}", f"{c.headroom_fraction:.0%}"]
+        if job is not None:
+            from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
+
+            cells += [f"{predicted_duration_s(job, c) / 3600:.2f}", f"{predicted_cost_usd(job, c):.0f}"]
+        table.add_row(*cells)
     return table

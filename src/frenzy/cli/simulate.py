@@ -20,18 +20,19 @@ def _hours(seconds: float) -> str:
 
 
 def comparison_table(rows: list[dict], title: str) -> Table:
+    """Headline metrics per policy (everything else is in --json)."""
     table = Table(title=title)
-    for col in ("policy", "avg JCT h", "median h", "p99 h", "queue h", "makespan h", "util alloc", "util useful",
-                "OOM", "preempt", "GPU-h", "cost $", "decision p95 ms/job", "p95 ms/round", "vs frenzy"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+    for col in ("policy", "avg JCT h", "p99 h", "wait h", "util", "useful", "OOM", "restarts", "GPU-h", "cost $",
+                "ms/job p95", "ms/round p95", "frenzy Δ JCT"):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for r in rows:
         cut = r.get("frenzy_avg_jct_reduction")
         table.add_row(
-            r["policy"], _hours(r["avg_jct_s"]), _hours(r["median_jct_s"]), _hours(r["p99_jct_s"]),
-            _hours(r["avg_queueing_delay_s"]), _hours(r["makespan_s"]), f"{r['utilisation_allocated']:.1%}",
-            f"{r['utilisation_useful']:.1%}", str(r["oom_restarts"]), str(r["preemptions"]), f"{r['gpu_hours']:.0f}",
-            f"{r['cost_usd']:.0f}", f"{r['decision_per_job_ms']['p95']:.3f}", f"{r['decision_per_round_ms']['p95']:.2f}",
-            "—" if cut is None or r["policy"] == "frenzy" else f"{cut:+.1%}")
+            r["policy"], _hours(r["avg_jct_s"]), _hours(r["p99_jct_s"]), _hours(r["avg_queueing_delay_s"]),
+            f"{r['utilisation_allocated']:.0%}", f"{r['utilisation_useful']:.0%}", str(r["oom_restarts"]),
+            str(r["preemptions"]), f"{r['gpu_hours']:.0f}", f"{r['cost_usd']:.0f}",
+            f"{r['decision_per_job_ms']['p95']:.3f}", f"{r['decision_per_round_ms']['p95']:.2f}",
+            "—" if cut is None or r["policy"] == "frenzy" else f"{cut:+.0%}")
     return table
 
 
@@ -82,10 +83,14 @@ def simulate(
         results = run(spec, jobs, names, config, on_progress=tick)
     rows = comparison_rows(results)
     console.print(comparison_table(rows, f"{trace.name} on {spec.name}: {len(jobs)} jobs"))
+    _write_outputs(results, rows, {"trace": str(trace), "cluster": spec.name, "jobs": len(jobs), "seed": seed},
+                   as_json, plots)
+
+
+def _write_outputs(results, rows: list[dict], header: dict, as_json: Optional[Path], plots: Optional[Path]) -> None:
     if as_json is not None:
         as_json.parent.mkdir(parents=True, exist_ok=True)
-        as_json.write_text(json.dumps({"trace": str(trace), "cluster": spec.name, "jobs": len(jobs), "seed": seed,
-                                       "policies": rows}, indent=2))
+        as_json.write_text(json.dumps({**header, "policies": rows}, indent=2))
         console.print(f"metrics written to {as_json}")
     if plots is not None:
         from frenzy.sim.plots import write_plots

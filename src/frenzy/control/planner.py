@@ -14,7 +14,7 @@ from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.units import fmt_gib
 from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, PlanChoice, plan_job
-from frenzy.memory.ranking import RANKINGS
+from frenzy.memory.ranking import rank_key
 
 # Model families whose decoder layers the worker knows how to tensor-parallelise (q/k/v/o, gate/up/down).
 TP_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -77,7 +77,7 @@ def plan_request(request: JobRequest, spec: JobSpec, shape: ClusterShape,
     enumeration itself moves on to plans with more headroom (more GPUs, ZeRO-3, recomputation).
     """
     types = _allowed_types(request, shape)
-    rank = RANKINGS[request.objective]
+    rank = rank_key(request.objective, spec)
     limit = min(request.limits.max_gpus or 64, max(shape.total[t.name] for t in types))
     choices: list[PlanChoice] = []
     failures: list[str] = []
@@ -86,7 +86,8 @@ def plan_request(request: JobRequest, spec: JobSpec, shape: ClusterShape,
         margin = 1 - (1 - DEFAULT_SAFETY_MARGIN) / factor
         try:
             found = plan_job(spec, [gpu], max_gpus=min(limit, shape.total[gpu.name]), margin=max(0.0, margin),
-                             rank=rank, per_type=6)
+                             rank=rank, per_type=6, max_pp=1, sequence_parallel=False,
+                             max_tp=8 if spec.model.family in TP_FAMILIES else 1)
         except NoFeasiblePlanError as exc:
             failures.append(str(exc))
             continue

@@ -82,10 +82,11 @@ def _tensor_degrees(job: JobSpec, per_node: int) -> list[int]:
 
 
 def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recompute],
-            zero: Sequence[ZeroStage]) -> Iterable[tuple[ParallelPlan, list[int]]]:
+            zero: Sequence[ZeroStage], max_pp: int = 64,
+            sequence_parallel: bool = True) -> Iterable[tuple[ParallelPlan, list[int]]]:
     """Plan shapes on `num_gpus` GPUs, each with its candidate micro-batches (largest first)."""
     for tp in _tensor_degrees(job, max_tp):
-        for pp in _powers_of_two(min(job.model.num_layers, num_gpus // tp)):
+        for pp in _powers_of_two(min(job.model.num_layers, num_gpus // tp, max_pp)):
             if num_gpus % (tp * pp):
                 continue
             dp = num_gpus // (tp * pp)
@@ -100,7 +101,7 @@ def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recomp
             for stage in zero if dp > 1 else [ZeroStage.NONE]:
                 for rc in recompute:
                     yield ParallelPlan(dp=dp, tp=tp, pp=pp, zero=stage, recompute=rc,
-                                       sequence_parallel=tp > 1, micro_batch=1,
+                                       sequence_parallel=sequence_parallel and tp > 1, micro_batch=1,
                                        grad_accum=per_rank), micro[::-1]
 
 
@@ -117,8 +118,12 @@ def usable_bytes(gpu: GpuType, margin: float) -> int:
 def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DEFAULT_MAX_GPUS,
                     margin: float = DEFAULT_SAFETY_MARGIN, per_type: int = DEFAULT_PLANS_PER_TYPE,
                     recompute: Sequence[Recompute] | None = None, zero: Sequence[ZeroStage] | None = None,
+                    max_tp: int = 8, max_pp: int = 64, sequence_parallel: bool = True,
                     rank: RankKey = rank_by_gpus_then_headroom) -> list[PlanChoice]:
-    """All GPU types' best few fitting plans, ranked. Empty when nothing fits (see `plan_job`)."""
+    """All GPU types' best few fitting plans, ranked. Empty when nothing fits (see `plan_job`).
+
+    `max_tp`, `max_pp` and `sequence_parallel` restrict the plan space to what an executor runs
+    (Frenzy's worker has no pipeline stages and no sequence parallelism)."""
     if not 0 <= margin < 1:
         raise ValueError(f"safety margin must be in [0, 1), got {margin}")
     recompute = list(recompute or [Recompute.NONE, Recompute.FULL])
@@ -134,7 +139,8 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         # Shapes come cheapest first (lower ZeRO stage, less recomputation); a costlier shape is
         # kept for a type only if it allows a larger micro-batch than a cheaper one already did.
         best_micro: dict[tuple, int] = {}
-        for shape, micro in _shapes(job, count, max(g.gpus_per_node for g in open_types), recompute, zero):
+        widest = min(max_tp, max(g.gpus_per_node for g in open_types))
+        for shape, micro in _shapes(job, count, widest, recompute, zero, max_pp, sequence_parallel):
             split = (shape.tp, shape.pp)
             # The smallest micro-batch first: if it fits no open type, the shape is out (one estimate).
             memory = {micro[-1]: estimate(job, _with_micro_batch(shape, micro[-1]))}

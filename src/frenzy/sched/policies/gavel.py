@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import linprog
 
 from frenzy.sched.configs import config_choice
 from frenzy.sched.pool import FreePool
@@ -30,6 +29,8 @@ ROUND_S = 360.0
 def max_min_fractions(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """X maximising min_j sum_t X[j,t] thr[j,t] / max_t thr[j,t], s.t. sum_t X[j,t] <= 1 and
     sum_j gpus[j] X[j,t] <= capacity[t]; X[j,t] = 0 where thr[j,t] = 0. (Gavel, section 4.1.)"""
+    from scipy.optimize import linprog  # SciPy (extra `sim`) only when a round is solved
+
     jobs, types = throughput.shape
     best = throughput.max(axis=1, keepdims=True)
     norm = np.divide(throughput, best, out=np.zeros_like(throughput), where=best > 0)

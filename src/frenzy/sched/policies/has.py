@@ -178,10 +178,13 @@ class HeterogeneityAwareScheduler:
                     spare = pool.totals.get(choice.gpu.name, 0) + self._freed_by(releases, choice.gpu.name, start) \
                         - claims[choice.gpu.name]
                     reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=max(0, spare))
-        if self.preempt and waiting and releases is not None and releases.ends:
-            latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-            decisions += preemptions_for(state, pool, waiting, now, lambda j, c: self._run_s(j, c, pool), latest)
-        return decisions
+        return decisions + self._preemptions(state, pool, releases, waiting, now)
+
+    def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float) -> list[Decision]:
+        if not (self.preempt and waiting and releases is not None and releases.ends):
+            return []
+        latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
+        return preemptions_for(state, pool, waiting, now, lambda j, c: self._run_s(j, c, pool), latest)
 
     # ---- pieces -----------------------------------------------------------------------------
 

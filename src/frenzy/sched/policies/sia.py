@@ -16,8 +16,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from frenzy.sched.configs import config_choice
 from frenzy.sched.pool import FreePool
@@ -53,6 +51,8 @@ def job_configs(job: QueuedJob, pool: FreePool, types: list[str]) -> list[tuple[
 def build_problem(entries, types: list[str], capacity: dict[str, int]):
     """Objective, constraint matrix and bounds of the ILP. `entries` holds, per job, a list of
     (type, count, utility); variables are those (job, config) pairs in order."""
+    from scipy.optimize import LinearConstraint  # SciPy (extra `sim`) only when a round is solved
+    from scipy.sparse import coo_matrix
     values, rows, cols, data = [], [], [], []
     type_row = {t: len(entries) + i for i, t in enumerate(types)}
     var = 0
@@ -73,6 +73,8 @@ def solve(entries, types, capacity, time_limit_s: float = SOLVER_TIME_LIMIT_S) -
     """Index of the chosen configuration per job (None: not scheduled this round)."""
     if not any(entries):
         return [None] * len(entries)
+    from scipy.optimize import Bounds, milp
+
     cost, constraint = build_problem(entries, types, capacity)
     # A relative gap (not only a time limit) ends the search deterministically: a seeded run must
     # give the same allocation on a loaded machine as on an idle one.
