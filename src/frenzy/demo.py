@@ -41,7 +41,7 @@ def demo_jobs() -> list[dict]:
         _spec("qwen2.5-lora.yaml", name="qwen2.5-0.5b-lora"),
         # Asks for the cheap type only and uses 1.8x MARP's memory (as an unmodelled buffer would):
         # it runs out of memory at its second step and is re-planned with more headroom.
-        _spec("tiny-llama.yaml", name="tiny-llama-oom", limits={"gpu_types": ["A10G-24G"]},
+        _spec("tiny-llama.yaml", name="tiny-llama-oom", limits={"gpu_types": ["A10G-24G"], "max_gpus": 1},
               emulation={"peak_factor": 1.8}),
     ]
 
