@@ -3,8 +3,8 @@
 The inventory follows what PyTorch autograd keeps for Hugging Face decoder layers (the tensors an
 op saves to compute its gradients), not a fitted constant. Korthikanti et al. 2022 ("Reducing
 Activation Recomputation in Large Transformer Models", Table 2) give the closed form for a
-Megatron GPT layer, sbh(34 + 5as/h) bytes in 16-bit with dropout; `korthikanti_bytes_per_layer`
-states it for comparison. HF layers differ from Megatron's in ways that matter:
+Megatron GPT layer, sbh(34 + 5as/h) bytes in 16-bit with dropout; the inventory reproduces it
+for such a layer (tests/unit/memory/test_formulas.py). HF layers differ from Megatron's in ways that matter:
   * RMSNorm upcasts its input to fp32 and keeps it (4 B/elt) besides the normalised output;
   * under autocast (*-mixed) the residual stream is fp32 (embeddings are fp32 parameters, and
     fp32 + bf16 promotes), so norm inputs are 4 B/elt and every matmul re-casts its input to bf16
@@ -31,27 +31,9 @@ from frenzy.core.training import Attention, Method, Precision, Recompute, Traini
 _COMPOSED_GELU = {"gelu_new", "gelu_fast"}
 
 
-def compute_bytes(precision: Precision) -> int:
-    return precision.compute_bytes
-
-
 def residual_bytes(precision: Precision) -> int:
     """Residual-stream element size: fp32 under autocast and in fp32, bf16 when training pure bf16."""
     return 2 if precision is Precision.BF16 else 4
-
-
-def korthikanti_bytes_per_layer(seq: int, batch: int, hidden: int, heads: int, tp: int = 1,
-                                sequence_parallel: bool = False, selective: bool = False) -> int:
-    """Korthikanti et al. 2022, Table 2: bytes of activations per transformer layer (16-bit, with
-    dropout, Megatron GPT). No parallelism: sbh(34 + 5as/h); tensor parallel: sbh(10 + 24/t + 5as/(ht));
-    + sequence parallel: sbh/t (34 + 5as/h); selective recomputation drops the 5as/h term."""
-    sbh = seq * batch * hidden
-    attn = 0 if selective else 5 * heads * seq / hidden
-    if sequence_parallel:
-        return int(sbh / tp * (34 + attn))
-    if tp > 1:
-        return int(sbh * (10 + 24 / tp + attn / tp))
-    return int(sbh * (34 + attn))
 
 
 def _trains(training: TrainingConfig, names: set[str]) -> bool:
@@ -72,7 +54,7 @@ def _input_saves(arch: ModelArch, training: TrainingConfig, names: set[str], wid
     if not trainable:
         return 0
     p = training.precision
-    copy_bytes = 2 if p.is_mixed else compute_bytes(p)
+    copy_bytes = 2 if p.is_mixed else p.compute_bytes
     if training.method is not Method.FULL and training.lora_dropout > 0:
         return (1 + copy_bytes) * width * len(trainable)
     if not p.is_mixed:
@@ -122,7 +104,7 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
     `enable_gqa` when there is no mask, so fp32 GQA models fall to the math kernel."""
     if training.attention is Attention.EAGER or not arch.sdpa_supported:
         return Kernel.EAGER
-    low = compute_bytes(training.precision) == 2
+    low = training.precision.compute_bytes == 2
     if low and arch.head_dim <= 256 and arch.head_dim % 8 == 0:
         return Kernel.FLASH
     grouped = arch.num_kv_heads != arch.num_heads and arch.head_dim <= 256
@@ -133,7 +115,7 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
 
 def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
     """Attention block of one layer, bytes per token on one tensor-parallel rank."""
-    c = compute_bytes(training.precision)
+    c = training.precision.compute_bytes
     heads = arch.num_heads // plan.tp
     q_dim = heads * arch.head_dim
     kv_dim = max(arch.num_kv_heads // plan.tp, 1) * arch.head_dim
@@ -181,7 +163,7 @@ def _activation_saved_bytes(arch: ModelArch, precision: Precision) -> int:
     keeps its output. `gelu_new` is composed of Python ops: pow keeps its input, tanh its output,
     and the final product keeps 0.5x and 1 + tanh; under autocast pow runs in fp32, so its input
     copy, tanh and 1 + tanh are fp32."""
-    c = compute_bytes(precision)
+    c = precision.compute_bytes
     if arch.activation in _COMPOSED_GELU:
         wide = 4 if precision.is_mixed else c
         return 3 * wide + c
@@ -189,7 +171,7 @@ def _activation_saved_bytes(arch: ModelArch, precision: Precision) -> int:
 
 
 def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
-    c = compute_bytes(training.precision)
+    c = training.precision.compute_bytes
     inter = arch.intermediate_size // plan.tp
     items = {"mlp_input": _input_saves(arch, training, {"gate", "up"}, arch.hidden_size)}
     down_input = c * inter if _trains(training, {"down"}) else 0
@@ -270,7 +252,7 @@ def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, 
 def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
     """Gradients flowing through one layer's backward at its widest point: the incoming and outgoing
     residual-stream gradients plus the MLP's intermediate gradients (gate/up/product, 16-bit)."""
-    c = compute_bytes(training.precision)
+    c = training.precision.compute_bytes
     r = residual_bytes(training.precision)
     inter = arch.intermediate_size // plan.tp * (arch.experts_per_token or 1)
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
@@ -281,7 +263,7 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
     (int64, with the shifted copy) and an embedding dropout mask; on the last stage the final
     norm and the LM head's input (its own 16-bit cast under autocast) when the head trains."""
     total = 0
-    cast = 2 if training.precision.is_mixed else compute_bytes(training.precision)
+    cast = 2 if training.precision.is_mixed else training.precision.compute_bytes
     trains = training.method is Method.FULL
     if first:
         total += 8 * 3 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
@@ -322,7 +304,7 @@ def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Para
     gradient at once (12 B), then the 16-bit gradient. A final logit soft-cap (Gemma 2) adds the
     capped copies and keeps the tanh output."""
     vocab = arch.vocab_size // plan.tp
-    c = compute_bytes(training.precision)
+    c = training.precision.compute_bytes
     forward = (c if c == 2 else 0) * vocab + 8 * vocab
     kept = 4 * vocab
     backward = 12 * vocab

@@ -1,10 +1,9 @@
 """Orders in which a job's feasible plans are offered to the scheduler (first = preferred).
 
-A ranking is a key function over PlanChoice; `RANKINGS` maps an objective name to one:
+A ranking is a key function over PlanChoice, built per job by `rank_key(objective, job)`:
   time  predicted finish time on an idle cluster (steps x frenzy.perf step time), fewest GPUs on ties;
   cost  predicted GPU-hours x the type's price per GPU-hour, then the finish time.
-The plan's job is not part of PlanChoice, so the objective-aware keys are built per job by
-`rank_key(objective, job)`; the module-level keys ignore the job and stay as proxies.
+Without a job, plans.rank_by_gpus_then_headroom is the proxy.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice, RankKey, rank_by_gpus_then_headroom
 from frenzy.perf.step import step_time
 
-__all__ = ["RANKINGS", "rank_by_gpus_then_headroom", "rank_by_hourly_cost", "rank_key",
-           "predicted_duration_s", "predicted_cost_usd"]
+__all__ = ["rank_by_gpus_then_headroom", "rank_key", "predicted_duration_s", "predicted_cost_usd"]
 
 
 def predicted_duration_s(job: JobSpec, choice: PlanChoice) -> float:
@@ -27,12 +25,6 @@ def predicted_duration_s(job: JobSpec, choice: PlanChoice) -> float:
 def predicted_cost_usd(job: JobSpec, choice: PlanChoice) -> float:
     """GPU-hours x the catalog's price per GPU-hour."""
     return predicted_duration_s(job, choice) / 3600 * choice.num_gpus * choice.gpu.price_per_gpu_hour_usd
-
-
-def rank_by_hourly_cost(choice: PlanChoice) -> tuple:
-    """Cheapest per hour (GPUs x price per GPU-hour), then the most headroom (no perf model)."""
-    hourly = choice.num_gpus * choice.gpu.price_per_gpu_hour_usd
-    return (hourly, -choice.headroom_fraction, choice.gpu.name)
 
 
 def _by_finish_time(job: JobSpec) -> RankKey:
@@ -52,9 +44,3 @@ def rank_key(objective: str, job: JobSpec) -> RankKey:
         raise ValueError(f"unknown objective '{objective}'; choose one of: {', '.join(RANK_FACTORIES)}")
     return RANK_FACTORIES[objective](job)
 
-
-# Job-independent keys, kept for callers that rank without a job at hand.
-RANKINGS: dict[str, RankKey] = {
-    "time": rank_by_gpus_then_headroom,
-    "cost": rank_by_hourly_cost,
-}

@@ -15,7 +15,6 @@ from functools import lru_cache
 from math import ceil
 
 from frenzy.core import catalog
-from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Recompute, ZeroStage
