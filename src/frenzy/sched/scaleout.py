@@ -3,9 +3,9 @@
 MARP lists, per GPU type, the plans at the smallest GPU counts that fit. On an idle cluster a job
 finishes sooner on more GPUs, so HAS also gets data-parallel scale-outs of those plans, each kept
 only if the perf model predicts at least MIN_SCALING_EFFICIENCY of linear speed-up (otherwise the
-extra GPUs are mostly waste). More data parallelism never raises per-GPU memory for the same
-micro-batch (fewer accumulation steps; ZeRO shards further), but each variant is re-estimated and
-checked against the same safety margin anyway.
+extra GPUs are mostly waste). More data parallelism never raises per-GPU memory (fewer accumulation
+steps or a smaller micro-batch; ZeRO shards further), but each variant is re-estimated and checked
+against the same safety margin anyway.
 """
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ MIN_SCALING_EFFICIENCY = 0.75
 
 
 def scaled_plan(choice: PlanChoice, factor: int):
-    """The plan with dp x factor and the same micro-batch, or None if the batch does not split so."""
+    """The plan with dp x factor: fewer accumulation steps, and a smaller micro-batch once there is
+    one step left per rank; None if the global batch does not split so."""
     plan = choice.plan
     per_rank = plan.micro_batch * plan.grad_accum
     if per_rank % factor:
         return None
-    accum = plan.grad_accum // factor
-    if accum < 1 or (plan.pp > 1 and accum < plan.pp):
+    per_rank //= factor
+    micro = min(plan.micro_batch, per_rank)
+    if per_rank % micro or (plan.pp > 1 and per_rank // micro < plan.pp):
         return None
-    return replace(plan, dp=plan.dp * factor, grad_accum=accum)
+    return replace(plan, dp=plan.dp * factor, micro_batch=micro, grad_accum=per_rank // micro)
 
 
 def with_scale_out(spec: JobSpec, choices: list[PlanChoice], capacity: dict[str, int],

@@ -42,8 +42,8 @@ from frenzy.sim.result import SimResult
 from frenzy.sim.trace import TraceJob
 
 ARRIVAL, END, ROUND = 0, 1, 2
-MAX_OOMS_PER_JOB = 8
-PLANS_PER_TYPE = 10  # MARP plans (and their scale-outs) kept per GPU type for the scheduler  # a user gives up after this many out-of-memory failures
+MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
+PLANS_PER_TYPE = 10  # MARP plans (and their scale-outs) kept per GPU type for the scheduler
 
 
 class SimulationError(FrenzyError):

@@ -11,7 +11,7 @@ from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
-from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, RunningJob, get_policy
+from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.policies.gavel import max_min_fractions
 from frenzy.sched.policies.sia import solve
 
@@ -32,7 +32,13 @@ def _job(job_id, model="EleutherAI/pythia-160m", steps=1000, submit=0.0, gpus=1,
 
 
 def _check(decisions, state):
+    """Preempts free the job's GPUs first (as the simulator applies them); Places never over-allocate."""
     free = {n.name: n.free_gpus for n in state.nodes}
+    running = {r.job_id: r for r in state.running}
+    for d in decisions:
+        if isinstance(d, Preempt):
+            for name, gpus in running[d.job_id].allocation:
+                free[name] += gpus
     for d in decisions:
         if isinstance(d, Place):
             for name, gpus in d.allocation:
@@ -142,3 +148,94 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
         job_id="long", choice=t4, allocation=state.running[0].allocation, start_time_s=now - 10,
         expected_end_s=now + 1e7, job=state.running[0].job),))
     assert get_policy("frenzy").schedule(recent, [short], now) == []
+
+
+# ---- elastic resizing (frenzy.sched.elastic) ------------------------------------------------------
+
+A100 = "A100-SXM-40G"
+
+
+def _elastic_job(job_id, steps, submit=0.0):
+    """A Qwen2.5-1.5B job whose plans include data-parallel scale-outs up to 8 A100s."""
+    from frenzy.sched.scaleout import with_scale_out
+    spec = JobSpec(model=load_model("Qwen/Qwen2.5-1.5B"), training=TrainingConfig(precision=Precision.FP16_MIXED),
+                   seq_len=1024, global_batch=32, steps=steps)
+    plans = with_scale_out(spec, plan_job(spec, [catalog.gpu_type(A100)], max_gpus=8), {A100: 8}, 8)
+    return QueuedJob(job_id=job_id, spec=spec, plans=tuple(plans), submit_time_s=submit)
+
+
+def _running(job, gpus, now, remaining_s, started_s_ago=1000.0):
+    """`job` running on its fastest plan with `gpus` GPUs, filling A100 nodes of 4 in order."""
+    from frenzy.sched.policies.has import step_seconds
+    seconds = step_seconds(job)
+    choice = min((c for c in job.plans if c.num_gpus == gpus), key=lambda c: seconds[id(c)])
+    allocation = tuple((f"a100-{i}", min(4, gpus - 4 * i)) for i in range((gpus + 3) // 4))
+    return RunningJob(job_id=job.job_id, choice=choice, allocation=allocation, start_time_s=now - started_s_ago,
+                      expected_end_s=now + remaining_s, job=job)
+
+
+def _a100_state(running, nodes=2):
+    used = {}
+    for r in running:
+        for name, gpus in r.allocation:
+            used[name] = used.get(name, 0) + gpus
+    return ClusterState(nodes=tuple(NodeState(name=f"a100-{i}", gpu_type=A100, total_gpus=4,
+                                              free_gpus=4 - used.get(f"a100-{i}", 0)) for i in range(nodes)),
+                        running=tuple(running))
+
+
+def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls():
+    from frenzy.sched.elastic import resizable_jobs, shrink_for
+    from frenzy.sched.policies.has import step_seconds
+    from frenzy.sched.pool import FreePool
+    now, restart = 10_000.0, 90.0
+    wide = _elastic_job("wide", steps=100_000)
+    run = _running(wide, 8, now, remaining_s=100_000 * step_seconds(wide)[id(_running(wide, 8, now, 1).choice)])
+    state = _a100_state([run])
+    new = _elastic_job("new", steps=2_000)
+    seconds = step_seconds(new)
+    lean = min((c for c in new.plans if c.num_gpus == 1), key=lambda c: seconds[id(c)])
+    run_new = lambda job, c: 60.0 + job.spec.steps * step_seconds(job)[id(c)]  # noqa: E731
+    # The victim's cheapest shrink frees GPUs at a slowdown of restart + steps left x step-time increase.
+    steps_left = (run.expected_end_s - now) / step_seconds(wide)[id(run.choice)]
+    losses = [restart + steps_left * (step_seconds(wide)[id(c)] - step_seconds(wide)[id(run.choice)])
+              for c in wide.plans if c.num_gpus < 8]
+    cheapest = min(losses)
+    gain_needed = cheapest + run_new(new, lean)  # finish if waiting, measured from now
+
+    def decide(finish_if_waiting):
+        pool = FreePool(state)
+        resizable = resizable_jobs(state, now, lambda j: j.plans, step_seconds, set())
+        decisions = shrink_for([(new, [lean], finish_if_waiting)], pool, resizable, now, run_new, restart)
+        _check(decisions, state)
+        return decisions
+
+    assert decide(now + gain_needed - 1.0) == []  # the new job would gain less than the victim loses
+    shrunk = decide(now + 10 * gain_needed)
+    kinds = [(type(d).__name__, d.job_id) for d in shrunk]
+    assert kinds == [("Preempt", "wide"), ("Place", "wide"), ("Place", "new")]
+    assert shrunk[1].choice.num_gpus < 8 and shrunk[2].choice is lean
+    # Re-placed together they never exceed the cluster.
+    assert shrunk[1].choice.num_gpus + lean.num_gpus <= 8
+
+
+def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
+    now = 50_000.0
+    job = _elastic_job("long", steps=1_000_000)
+    run = _running(job, 2, now, remaining_s=1e6)
+    state = _a100_state([run])
+    decisions = get_policy("frenzy").schedule(state, [], now)
+    kinds = [(type(d).__name__, d.job_id) for d in decisions]
+    assert kinds == [("Preempt", "long"), ("Place", "long")]
+    # The larger plan that saves the most time per GPU it holds (restart included).
+    from frenzy.sched.policies.has import step_seconds
+    seconds = step_seconds(job)
+    steps_left = 1e6 / seconds[id(run.choice)]
+    best = max((c for c in job.plans if c.num_gpus > 2),
+               key=lambda c: (steps_left * (seconds[id(run.choice)] - seconds[id(c)]) - 90.0) / c.num_gpus)
+    assert decisions[1].choice is best and best.num_gpus > 2
+    _check(decisions[1:], ClusterState(nodes=tuple(NodeState(name=n.name, gpu_type=A100, total_gpus=4, free_gpus=4)
+                                                   for n in state.nodes)))
+    # A job (re)started moments ago is left alone; so is one about to finish (a restart would not pay).
+    assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 1e6, started_s_ago=10)]), [], now) == []
+    assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 200.0)]), [], now) == []

@@ -12,9 +12,12 @@ each running job's expected end) make it time-aware:
     jobs behind it are backfilled there only within the spare GPUs or if they finish before the
     reservation starts (EASY backfilling, Lifka 1995), so it cannot be overtaken indefinitely;
   - lean plans under contention: when the queue needs more GPUs than are free, plans are walked by
-    GPU-seconds (then finish time) so that no job buys a little speed with GPUs others wait for.
+    GPU-seconds (then finish time) so that no job buys a little speed with GPUs others wait for;
   - preemption: a waiting job far shorter than a running job's remaining time may evict it
-    (frenzy.sched.preemption: shortest-job-first with a restart-cost guard).
+    (frenzy.sched.preemption: shortest-job-first with a restart-cost guard);
+  - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
+    predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use
+    (frenzy.sched.elastic).
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus O(plans x log running) for patience.
 """
@@ -28,15 +31,18 @@ from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import duration_s
+from frenzy.sched.elastic import grow_into_idle, resizable_jobs, shrink_for
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
 from frenzy.sched.types import ClusterState, Decision, Place, QueuedJob
 
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
-# A plan more than this many times slower than the job's fastest one is not offered: without
-# preemption a job stuck on far slower GPUs (an old type, many times over) cannot be moved later.
-MAX_SLOWDOWN = 4.0
+RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
+# A plan more than this many times slower than the job's fastest one is not offered: a job put on
+# far slower GPUs moves to faster ones only when they are idle (frenzy.sched.elastic). Chosen on the
+# bench/sim_jct.py slices (mean cut vs sia: 4 -> 10%, 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%).
+MAX_SLOWDOWN = 6.0
 
 
 @dataclass(slots=True)
@@ -120,15 +126,15 @@ class HeterogeneityAwareScheduler:
     name = "frenzy"
     round_s = None  # event-driven: called on every arrival and completion
 
-    def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = False, order: str = "hrrn",
-                 max_slowdown: float = MAX_SLOWDOWN, preempt: bool = True,
+    def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "hrrn",
+                 max_slowdown: float = MAX_SLOWDOWN, preempt: bool = True, elastic: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S):
         if order not in ("hrrn", "fifo"):
             raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
         self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
         self.startup_estimate_s = startup_estimate_s
         self.max_slowdown = max_slowdown
-        self.preempt = preempt
+        self.preempt, self.elastic = preempt, elastic
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -142,13 +148,13 @@ class HeterogeneityAwareScheduler:
         usable: dict[tuple, Sequence[PlanChoice]] = {}
         claims: dict[str, int] = {}  # GPUs of a type that waiting jobs ahead expect to get
         reservation: _Reservation | None = None
-        waiting: list[tuple[QueuedJob, Sequence[PlanChoice]]] = []
+        waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
             plans = _usable_plans(job, self.max_slowdown, usable)
             if contended and self.lean_when_contended:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
-                waiting.append((job, plans))
+                waiting.append((job, plans, None))
                 continue
             rank, allocation = self._first_now(job, plans, pool, reservation, now)
             if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
@@ -170,7 +176,7 @@ class HeterogeneityAwareScheduler:
                 pool.take(choice.gpu.name, allocation)
                 decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
                 continue
-            waiting.append((job, plans))
+            waiting.append((job, plans, None if wait is None else wait[0]))
             if wait is not None:
                 _, start, choice = wait
                 claims[choice.gpu.name] = claims.get(choice.gpu.name, 0) + choice.num_gpus
@@ -178,13 +184,35 @@ class HeterogeneityAwareScheduler:
                     spare = pool.totals.get(choice.gpu.name, 0) + self._freed_by(releases, choice.gpu.name, start) \
                         - claims[choice.gpu.name]
                     reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=max(0, spare))
-        return decisions + self._preemptions(state, pool, releases, waiting, now)
+        decisions += self._preemptions(state, pool, releases, waiting, now)
+        return decisions + self._resizes(state, pool, releases, waiting, decisions, usable, now)
 
     def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float) -> list[Decision]:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        return preemptions_for(state, pool, waiting, now, lambda j, c: self._run_s(j, c, pool), latest)
+        return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
+                               lambda j, c: self._run_s(j, c, pool), latest)
+
+    def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided, usable,
+                 now: float) -> list[Decision]:
+        """Elastic shrink for jobs still waiting, then growth into GPUs nobody waits for."""
+        if not (self.elastic and releases is not None and releases.ends):
+            return []
+        touched = {d.job_id for d in decided}
+        resizable = resizable_jobs(state, now, lambda j: _usable_plans(j, self.max_slowdown, usable), step_seconds,
+                                   touched)
+        if not resizable:
+            return []
+        # A job with no predicted start waits at most until every running job has ended.
+        last_end = max(ends[-1] for ends in releases.ends.values())
+        still = [(job, plans, last_end + self._run_s(job, plans[0], pool) if finish is None else finish)
+                 for job, plans, finish in waiting if plans and job.job_id not in touched]
+        restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
+        decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
+        started = {d.job_id for d in decisions}
+        wanted = {c.gpu.name for job, plans, _ in still if job.job_id not in started for c in plans}
+        return decisions + grow_into_idle(pool, resizable, wanted, restart_s)
 
     # ---- pieces -----------------------------------------------------------------------------
 

@@ -1,0 +1,173 @@
+"""Elastic resizing for HAS: shrink running jobs for a job that waits, grow them into idle GPUs.
+
+A job's plan list holds data-parallel scale-outs of the same layout (frenzy.sched.scaleout), so a
+running job can move to more or fewer GPUs, or to another type, by a checkpoint-restart. On an idle cluster
+HAS gives a job its fastest plan, often many GPUs; when later jobs arrive those GPUs are better
+shared, and when jobs end the survivors can use what is left. Sia gets both by re-solving every
+round; HAS resizes on events, and only where the predicted sum of JCTs falls, counting the
+restart (start-up + checkpoint restore) that every resize costs:
+  - shrink: a waiting job W takes GPUs that running jobs on its plan's type give back (each moving
+    to a smaller plan of its own) when W's predicted finish improves by more than the victims'
+    total slowdown (restart + remaining steps x step-time increase);
+  - grow: GPUs of a type no waiting job can use go to running jobs (more GPUs of their type, or a
+    faster type) whose remaining time drops by at least GROW_MIN_GAIN restarts, the largest saving
+    per GPU of the new plan first. The bar is high because grown jobs hold GPUs that the next
+    arrivals may want (bench/sim_ablation.py: 4 restarts lost up to 45% on a held-out slice).
+A job is resized only after MIN_RUN_S since its last (re)start, so nothing is bounced back and forth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from frenzy.memory.plans import PlanChoice
+from frenzy.sched.pool import FreePool
+from frenzy.sched.preemption import MIN_RUN_S
+from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
+
+GROW_MIN_GAIN = 20.0  # a grow or move must save this many restarts of the job's own time (~30 min)
+MAX_SHRINKING_JOBS = 8  # waiting jobs served by shrinking per call: bounds work and churn
+
+
+@dataclass(slots=True)
+class Resizable:
+    run: RunningJob
+    steps_left: float
+    step_s: float
+    plans: list[PlanChoice]  # the job's other usable plans
+    seconds: dict  # id(plan) -> predicted seconds per step
+
+    def slowdown_s(self, plan: PlanChoice) -> float:
+        """Extra seconds to finish on `plan` instead of the current one, restart excluded."""
+        return self.steps_left * (self.seconds[id(plan)] - self.step_s)
+
+
+def resizable_jobs(state: ClusterState, now: float, plans_of: Callable[[QueuedJob], Sequence[PlanChoice]],
+                   seconds_of: Callable[[QueuedJob], dict], exclude: set[str]) -> dict[str, list[Resizable]]:
+    """Running jobs that may be resized now, by GPU type."""
+    by_type: dict[str, list[Resizable]] = {}
+    for run in state.running:
+        if run.job is None or run.expected_end_s is None or run.job_id in exclude \
+                or now - run.start_time_s < MIN_RUN_S:
+            continue
+        seconds = seconds_of(run.job)
+        step = seconds.get(id(run.choice))
+        if not step:
+            continue
+        gpu = run.choice.gpu.name
+        plans = [c for c in plans_of(run.job) if c is not run.choice]
+        if plans:
+            by_type.setdefault(gpu, []).append(
+                Resizable(run, max(0.0, run.expected_end_s - now) / step, step, plans, seconds))
+    return by_type
+
+
+def _move(pool: FreePool, job: Resizable, plan: PlanChoice):
+    """Re-place `job` on `plan` in the pool (releasing its GPUs first); its new allocation, or None
+    with the pool unchanged."""
+    pool.release(job.run)
+    allocation = pool.find(plan.gpu.name, plan.num_gpus, plan.plan.tp)
+    if allocation is None:
+        pool.take(job.run.choice.gpu.name, job.run.allocation)
+        return None
+    pool.take(plan.gpu.name, allocation)
+    return allocation
+
+
+def _undo(pool: FreePool, moved: list) -> None:
+    for job, plan, allocation in reversed(moved):
+        pool.give(plan.gpu.name, allocation)
+        pool.take(job.run.choice.gpu.name, job.run.allocation)
+
+
+def _resize(job: Resizable, plan: PlanChoice, allocation, why: str) -> list[Decision]:
+    return [Preempt(job_id=job.run.job_id, reason=why),
+            Place(job_id=job.run.job_id, choice=plan, allocation=allocation)]
+
+
+def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]], pool: FreePool,
+               resizable: dict[str, list[Resizable]], now: float,
+               run_s: Callable[[QueuedJob, PlanChoice], float], restart_s: float) -> list[Decision]:
+    """Decisions that start waiting jobs (in the order given) on GPUs freed by shrinking running
+    jobs. `waiting` holds (job, plans, predicted finish if it keeps waiting)."""
+    decisions: list[Decision] = []
+    served = 0
+    for job, plans, finish_if_waiting in waiting:
+        if served >= MAX_SHRINKING_JOBS:
+            break
+        for choice in plans:
+            gpu, need = choice.gpu.name, choice.num_gpus
+            missing = need - pool.totals.get(gpu, 0)
+            gain = finish_if_waiting - (now + run_s(job, choice))
+            if missing <= 0 or gain <= restart_s or not resizable.get(gpu):
+                continue
+            moved = _shrink_victims(pool, resizable[gpu], missing, gain, restart_s)
+            allocation = pool.find(gpu, need, choice.plan.tp) if moved else None
+            if allocation is None:
+                _undo(pool, moved)
+                continue
+            pool.take(gpu, allocation)
+            for victim, plan, where in moved:
+                resizable[gpu].remove(victim)
+                decisions += _resize(victim, plan, where, f"frenzy: shrunk for {job.job_id}")
+            decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
+            served += 1
+            break
+    return decisions
+
+
+def _shrink_victims(pool: FreePool, candidates: list[Resizable], missing: int, gain: float, restart_s: float):
+    """Shrink candidates, cheapest slowdown per freed GPU first, until `missing` GPUs are free and
+    the total slowdown stays below `gain`; the (job, plan, allocation) moves made, or [] with the
+    pool unchanged."""
+    options = []
+    for job in candidates:
+        for plan in job.plans:
+            freed = job.run.choice.num_gpus - plan.num_gpus
+            if freed > 0 and plan.gpu.name == job.run.choice.gpu.name:
+                loss = restart_s + job.slowdown_s(plan)
+                options.append((loss / freed, loss, freed, id(job), job, plan))
+    options.sort(key=lambda o: o[:4])
+    moved, used, freed_total, loss_total = [], set(), 0, 0.0
+    for _, loss, freed, key, job, plan in options:
+        if key in used or loss_total + loss >= gain:
+            continue
+        allocation = _move(pool, job, plan)
+        if allocation is None:
+            continue
+        moved.append((job, plan, allocation))
+        used.add(key)
+        freed_total, loss_total = freed_total + freed, loss_total + loss
+        if freed_total >= missing:
+            return moved
+    _undo(pool, moved)
+    return []
+
+
+def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
+                   restart_s: float) -> list[Decision]:
+    """Decisions that move running jobs to faster plans (more GPUs, or a faster type) on GPUs of
+    types no waiting job can use, the largest time saved per GPU of the new plan first."""
+    options = []
+    for jobs in resizable.values():
+        for job in jobs:
+            here = job.run.choice.gpu.name
+            for plan in job.plans:
+                gpu = plan.gpu.name
+                extra = plan.num_gpus - (job.run.choice.num_gpus if gpu == here else 0)
+                gain = -job.slowdown_s(plan) - restart_s
+                if gpu not in wanted_types and 0 < extra <= pool.totals.get(gpu, 0) \
+                        and gain >= GROW_MIN_GAIN * restart_s:
+                    options.append((-gain / plan.num_gpus, job.run.job_id, job, plan))
+    options.sort(key=lambda o: o[:2])
+    decisions: list[Decision] = []
+    moved: set[str] = set()
+    for _, job_id, job, plan in options:
+        if job_id in moved:
+            continue
+        allocation = _move(pool, job, plan)
+        if allocation is not None:
+            moved.add(job_id)
+            decisions += _resize(job, plan, allocation, f"frenzy: moved to {plan.num_gpus} idle {plan.gpu.name}")
+    return decisions
