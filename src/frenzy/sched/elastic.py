@@ -35,31 +35,30 @@ class Resizable:
     run: RunningJob
     steps_left: float
     step_s: float
-    plans: list[PlanChoice]  # the job's other usable plans
-    seconds: dict  # id(plan) -> predicted seconds per step
+    gpus: int
+    options: list[tuple[PlanChoice, int, float]]  # the job's usable plans: (plan, GPUs, s/step)
 
-    def slowdown_s(self, plan: PlanChoice) -> float:
-        """Extra seconds to finish on `plan` instead of the current one, restart excluded."""
-        return self.steps_left * (self.seconds[id(plan)] - self.step_s)
+    def slowdown_s(self, step_s: float) -> float:
+        """Extra seconds to finish at `step_s` per step instead of the current plan's, restart excluded."""
+        return self.steps_left * (step_s - self.step_s)
 
 
-def resizable_jobs(state: ClusterState, now: float, plans_of: Callable[[QueuedJob], Sequence[PlanChoice]],
-                   seconds_of: Callable[[QueuedJob], dict], exclude: set[str]) -> dict[str, list[Resizable]]:
-    """Running jobs that may be resized now, by GPU type."""
+def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
+                   seconds_of: Callable[[QueuedJob], dict], exclude: set[str], shrink_types: set[str],
+                   min_left_s: float) -> dict[str, list[Resizable]]:
+    """Running jobs that may be resized now, by GPU type: those on `shrink_types`, and the others
+    with at least `min_left_s` to go. `options_of(job)` lists the job's usable plans as
+    (plan, GPUs, seconds per step); the current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
     for run in state.running:
-        if run.job is None or run.expected_end_s is None or run.job_id in exclude \
-                or now - run.start_time_s < MIN_RUN_S:
+        if run.job is None or run.expected_end_s is None or now - run.start_time_s < MIN_RUN_S \
+                or (run.expected_end_s - now < min_left_s and run.choice.gpu.name not in shrink_types) \
+                or run.job_id in exclude:
             continue
-        seconds = seconds_of(run.job)
-        step = seconds.get(id(run.choice))
-        if not step:
-            continue
-        gpu = run.choice.gpu.name
-        plans = [c for c in plans_of(run.job) if c is not run.choice]
-        if plans:
-            by_type.setdefault(gpu, []).append(
-                Resizable(run, max(0.0, run.expected_end_s - now) / step, step, plans, seconds))
+        step = seconds_of(run.job).get(id(run.choice))
+        if step:
+            by_type.setdefault(run.choice.gpu.name, []).append(Resizable(
+                run, max(0.0, run.expected_end_s - now) / step, step, run.choice.num_gpus, options_of(run.job)))
     return by_type
 
 
@@ -93,16 +92,21 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
     jobs. `waiting` holds (job, plans, predicted finish if it keeps waiting)."""
     decisions: list[Decision] = []
     served = 0
+    offers: dict[str, list] = {}  # per GPU type, the shrinks on offer (until one is taken)
     for job, plans, finish_if_waiting in waiting:
         if served >= MAX_SHRINKING_JOBS:
             break
         for choice in plans:
             gpu, need = choice.gpu.name, choice.num_gpus
             missing = need - pool.totals.get(gpu, 0)
-            gain = finish_if_waiting - (now + run_s(job, choice))
-            if missing <= 0 or gain <= restart_s or not resizable.get(gpu):
+            if missing <= 0 or not resizable.get(gpu):
                 continue
-            moved = _shrink_victims(pool, resizable[gpu], missing, gain, restart_s)
+            gain = finish_if_waiting - (now + run_s(job, choice))
+            if gain <= restart_s:
+                continue
+            if gpu not in offers:
+                offers[gpu] = _shrink_offers(resizable[gpu], restart_s)
+            moved = _shrink_victims(pool, offers[gpu], missing, gain)
             allocation = pool.find(gpu, need, choice.plan.tp) if moved else None
             if allocation is None:
                 _undo(pool, moved)
@@ -111,26 +115,33 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
             for victim, plan, where in moved:
                 resizable[gpu].remove(victim)
                 decisions += _resize(victim, plan, where, f"frenzy: shrunk for {job.job_id}")
+            del offers[gpu]
             decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
             served += 1
             break
     return decisions
 
 
-def _shrink_victims(pool: FreePool, candidates: list[Resizable], missing: int, gain: float, restart_s: float):
-    """Shrink candidates, cheapest slowdown per freed GPU first, until `missing` GPUs are free and
-    the total slowdown stays below `gain`; the (job, plan, allocation) moves made, or [] with the
-    pool unchanged."""
-    options = []
+def _shrink_offers(candidates: list[Resizable], restart_s: float) -> list:
+    """Every smaller plan of the same type each candidate could move to, cheapest slowdown per
+    freed GPU first: (loss per GPU, loss, GPUs freed, key, job, plan)."""
+    offers = []
     for job in candidates:
-        for plan in job.plans:
-            freed = job.run.choice.num_gpus - plan.num_gpus
-            if freed > 0 and plan.gpu.name == job.run.choice.gpu.name:
-                loss = restart_s + job.slowdown_s(plan)
-                options.append((loss / freed, loss, freed, id(job), job, plan))
-    options.sort(key=lambda o: o[:4])
+        here = job.run.choice.gpu.name
+        for plan, gpus, step_s in job.options:
+            freed = job.gpus - gpus
+            if freed > 0 and plan.gpu.name == here:
+                loss = restart_s + job.slowdown_s(step_s)
+                offers.append((loss / freed, loss, freed, id(job), job, plan))
+    offers.sort(key=lambda o: o[:4])
+    return offers
+
+
+def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
+    """Take offers in order (one per job) until `missing` GPUs are free while the total slowdown
+    stays below `gain`; the (job, plan, allocation) moves made, or [] with the pool unchanged."""
     moved, used, freed_total, loss_total = [], set(), 0, 0.0
-    for _, loss, freed, key, job, plan in options:
+    for _, loss, freed, key, job, plan in offers:
         if key in used or loss_total + loss >= gain:
             continue
         allocation = _move(pool, job, plan)
@@ -149,17 +160,24 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
                    restart_s: float) -> list[Decision]:
     """Decisions that move running jobs to faster plans (more GPUs, or a faster type) on GPUs of
     types no waiting job can use, the largest time saved per GPU of the new plan first."""
+    idle = {gpu: n for gpu, n in pool.totals.items() if n > 0 and gpu not in wanted_types}
+    if not idle:
+        return []
+    min_gain = GROW_MIN_GAIN * restart_s
     options = []
     for jobs in resizable.values():
         for job in jobs:
+            if job.steps_left * job.step_s < min_gain:
+                continue  # no plan can save enough of what is left
             here = job.run.choice.gpu.name
-            for plan in job.plans:
+            for plan, gpus, step_s in job.options:
                 gpu = plan.gpu.name
-                extra = plan.num_gpus - (job.run.choice.num_gpus if gpu == here else 0)
-                gain = -job.slowdown_s(plan) - restart_s
-                if gpu not in wanted_types and 0 < extra <= pool.totals.get(gpu, 0) \
-                        and gain >= GROW_MIN_GAIN * restart_s:
-                    options.append((-gain / plan.num_gpus, job.run.job_id, job, plan))
+                if gpu not in idle:
+                    continue
+                extra = gpus - (job.gpus if gpu == here else 0)
+                gain = -job.slowdown_s(step_s) - restart_s
+                if 0 < extra <= idle[gpu] and gain >= min_gain:
+                    options.append((-gain / gpus, job.run.job_id, job, plan))
     options.sort(key=lambda o: o[:2])
     decisions: list[Decision] = []
     moved: set[str] = set()

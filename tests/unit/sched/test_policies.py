@@ -205,7 +205,8 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls():
 
     def decide(finish_if_waiting):
         pool = FreePool(state)
-        resizable = resizable_jobs(state, now, lambda j: j.plans, step_seconds, set())
+        options = lambda j: [(c, c.num_gpus, step_seconds(j)[id(c)]) for c in j.plans]  # noqa: E731
+        resizable = resizable_jobs(state, now, options, step_seconds, set(), {A100}, 0.0)
         decisions = shrink_for([(new, [lean], finish_if_waiting)], pool, resizable, now, run_new, restart)
         _check(decisions, state)
         return decisions

@@ -31,7 +31,7 @@ from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import grow_into_idle, resizable_jobs, shrink_for
+from frenzy.sched.elastic import GROW_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
@@ -121,6 +121,23 @@ def _usable_plans(job: QueuedJob, max_slowdown: float, cache: dict) -> Sequence[
     return cache[key]
 
 
+_OPTIONS: dict[tuple, tuple] = {}
+
+
+def _plan_options(job: QueuedJob, max_slowdown: float) -> list:
+    """The job's usable plans as (plan, GPUs, seconds per step), computed once per job shape
+    (cached like step_seconds: the entry keeps its plan tuple alive)."""
+    key = (id(job.plans), job.excluded_gpu_types, max_slowdown)
+    entry = _OPTIONS.get(key)
+    if entry is None or entry[0] is not job.plans:
+        if len(_OPTIONS) > _STEP_SECONDS_LIMIT:
+            _OPTIONS.clear()
+        seconds = step_seconds(job)
+        entry = _OPTIONS[key] = (job.plans, [(c, c.num_gpus, seconds[id(c)])
+                                             for c in _usable_plans(job, max_slowdown, {})])
+    return entry[1]
+
+
 @register("frenzy")
 class HeterogeneityAwareScheduler:
     name = "frenzy"
@@ -185,7 +202,7 @@ class HeterogeneityAwareScheduler:
                         - claims[choice.gpu.name]
                     reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=max(0, spare))
         decisions += self._preemptions(state, pool, releases, waiting, now)
-        return decisions + self._resizes(state, pool, releases, waiting, decisions, usable, now)
+        return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
     def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float) -> list[Decision]:
         if not (self.preempt and waiting and releases is not None and releases.ends):
@@ -194,21 +211,26 @@ class HeterogeneityAwareScheduler:
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
                                lambda j, c: self._run_s(j, c, pool), latest)
 
-    def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided, usable,
+    def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
         """Elastic shrink for jobs still waiting, then growth into GPUs nobody waits for."""
         if not (self.elastic and releases is not None and releases.ends):
             return []
         touched = {d.job_id for d in decided}
-        resizable = resizable_jobs(state, now, lambda j: _usable_plans(j, self.max_slowdown, usable), step_seconds,
-                                   touched)
-        if not resizable:
-            return []
         # A job with no predicted start waits at most until every running job has ended.
         last_end = max(ends[-1] for ends in releases.ends.values())
         still = [(job, plans, last_end + self._run_s(job, plans[0], pool) if finish is None else finish)
                  for job, plans, finish in waiting if plans and job.job_id not in touched]
+        wanted = {c.gpu.name for _, plans, _ in still for c in plans}
+        if not still and all(n <= 0 or gpu in wanted for gpu, n in pool.totals.items()):
+            return []  # nobody waits and no GPU is idle: the common case, kept cheap
         restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
+        # Shrinking serves types some waiting job lacks GPUs of; growing must save GROW_MIN_GAIN restarts.
+        short = {c.gpu.name for _, plans, _ in still for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
+        resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.max_slowdown), step_seconds,
+                                   touched, short, GROW_MIN_GAIN * restart_s)
+        if not resizable:
+            return []
         decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
         started = {d.job_id for d in decisions}
         wanted = {c.gpu.name for job, plans, _ in still if job.job_id not in started for c in plans}
