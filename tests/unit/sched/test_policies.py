@@ -240,3 +240,11 @@ def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     # A job (re)started moments ago is left alone; so is one about to finish (a restart would not pay).
     assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 1e6, started_s_ago=10)]), [], now) == []
     assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 200.0)]), [], now) == []
+
+
+def test_frenzy_rejects_settings_that_would_offer_no_plan():
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+    with pytest.raises(ValueError, match="max_slowdown must be >= 1"):
+        HeterogeneityAwareScheduler(max_slowdown=0.5)
+    with pytest.raises(ValueError, match="order must be"):
+        HeterogeneityAwareScheduler(order="lifo")

@@ -19,7 +19,8 @@ each running job's expected end) make it time-aware:
     predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use
     (frenzy.sched.elastic).
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
-Cost per job: O(plans x nodes of the plan's type) plus O(plans x log running) for patience.
+Cost per job: O(plans x nodes of the plan's type) plus O(plans x log running) for patience; per
+call, resizing adds O(plans) for each running job it may touch.
 """
 
 from __future__ import annotations
@@ -77,24 +78,34 @@ class _Releases:
         return max(now, self.ends[gpu][bisect_left(freed, missing)])
 
 
-_STEP_SECONDS: dict[int, tuple] = {}  # id(plan tuple) -> (the tuple, {id(plan): seconds per step})
-_STEP_SECONDS_LIMIT = 20_000
+_PER_SHAPE_LIMIT = 20_000
+_STEP_SECONDS: dict[tuple, tuple] = {}
+_OPTIONS: dict[tuple, tuple] = {}
+
+
+def _per_shape(cache: dict, compute, job: QueuedJob, *args):
+    """`compute(job, *args)` once per job shape: jobs of one shape share their plan tuple, so its
+    id (plus `args`) names the shape. The entry keeps the tuple alive so its id cannot be reused."""
+    key = (id(job.plans), *args)
+    entry = cache.get(key)
+    if entry is None or entry[0] is not job.plans:
+        if len(cache) > _PER_SHAPE_LIMIT:
+            cache.clear()
+        entry = cache[key] = (job.plans, compute(job, *args))
+    return entry[1]
 
 
 def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
-    fewest GPUs any of them needs). Jobs of one shape share
-    their plan tuple, so this is computed once per shape; the cache keeps the tuple alive so its id
-    cannot be reused for another while cached."""
-    entry = _STEP_SECONDS.get(id(job.plans))
-    if entry is None or entry[0] is not job.plans:
-        if len(_STEP_SECONDS) > _STEP_SECONDS_LIMIT:
-            _STEP_SECONDS.clear()
-        one_step = replace(job.spec, steps=1)
-        entry = (job.plans, {id(c): duration_s(one_step, c) for c in job.plans})
-        entry[1]["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
-        _STEP_SECONDS[id(job.plans)] = entry
-    return entry[1]
+    fewest GPUs any of them needs)."""
+    return _per_shape(_STEP_SECONDS, _compute_step_seconds, job)
+
+
+def _compute_step_seconds(job: QueuedJob) -> dict:
+    one_step = replace(job.spec, steps=1)
+    seconds = {id(c): duration_s(one_step, c) for c in job.plans}
+    seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
+    return seconds
 
 
 _LAST_RELEASES: list = [None, None]
@@ -121,21 +132,14 @@ def _usable_plans(job: QueuedJob, max_slowdown: float, cache: dict) -> Sequence[
     return cache[key]
 
 
-_OPTIONS: dict[tuple, tuple] = {}
-
-
 def _plan_options(job: QueuedJob, max_slowdown: float) -> list:
-    """The job's usable plans as (plan, GPUs, seconds per step), computed once per job shape
-    (cached like step_seconds: the entry keeps its plan tuple alive)."""
-    key = (id(job.plans), job.excluded_gpu_types, max_slowdown)
-    entry = _OPTIONS.get(key)
-    if entry is None or entry[0] is not job.plans:
-        if len(_OPTIONS) > _STEP_SECONDS_LIMIT:
-            _OPTIONS.clear()
-        seconds = step_seconds(job)
-        entry = _OPTIONS[key] = (job.plans, [(c, c.num_gpus, seconds[id(c)])
-                                             for c in _usable_plans(job, max_slowdown, {})])
-    return entry[1]
+    """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
+    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, max_slowdown)
+
+
+def _compute_plan_options(job: QueuedJob, _excluded, max_slowdown: float) -> list:
+    seconds = step_seconds(job)
+    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, max_slowdown, {})]
 
 
 @register("frenzy")
@@ -148,6 +152,8 @@ class HeterogeneityAwareScheduler:
                  startup_estimate_s: float = STARTUP_ESTIMATE_S):
         if order not in ("hrrn", "fifo"):
             raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
+        if not max_slowdown >= 1.0:
+            raise ValueError(f"max_slowdown must be >= 1 (1 keeps only each job's fastest plans), got {max_slowdown}")
         self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
         self.startup_estimate_s = startup_estimate_s
         self.max_slowdown = max_slowdown
@@ -221,8 +227,7 @@ class HeterogeneityAwareScheduler:
         last_end = max(ends[-1] for ends in releases.ends.values())
         still = [(job, plans, last_end + self._run_s(job, plans[0], pool) if finish is None else finish)
                  for job, plans, finish in waiting if plans and job.job_id not in touched]
-        wanted = {c.gpu.name for _, plans, _ in still for c in plans}
-        if not still and all(n <= 0 or gpu in wanted for gpu, n in pool.totals.items()):
+        if not still and all(n <= 0 for n in pool.totals.values()):
             return []  # nobody waits and no GPU is idle: the common case, kept cheap
         restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
         # Shrinking serves types some waiting job lacks GPUs of; growing must save GROW_MIN_GAIN restarts.
