@@ -103,3 +103,83 @@ def test_jobs_run_at_the_perf_models_speed(runs):
     job = sim.jobs[0]
     assert job.finish_s - job.first_start_s > sim.config.startup_s
     assert math.isfinite(first["jct_s"])
+
+
+class PreemptOnce:
+    """Runs job a, evicts it for job b when b arrives, and records what it is shown afterwards."""
+
+    name, round_s = "preempt-once", None
+
+    def __init__(self):
+        self.seen: list[tuple[float, str, int]] = []  # (time, job, steps the queue shows)
+
+    def schedule(self, state, queue, now):
+        from frenzy.sched.pool import FreePool
+        from frenzy.sched.types import Place, Preempt
+
+        pool, decisions = FreePool(state), []
+        self.seen += [(now, q.job_id, q.spec.steps) for q in queue]
+        running = {r.job_id: r for r in state.running}
+        for job in queue:
+            if job.job_id == "b" and "a" in running:
+                pool.release(running["a"])
+                decisions.append(Preempt(job_id="a", reason="test"))
+            choice = job.plans[0]
+            allocation = pool.find(choice.gpu.name, choice.num_gpus, choice.plan.tp)
+            if allocation is not None:
+                pool.take(choice.gpu.name, allocation)
+                decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
+        return decisions
+
+
+def test_a_preempted_job_is_rescheduled_at_once_with_the_steps_it_has_left():
+    from frenzy.perf.step import step_time
+    from frenzy.sim.trace import TraceJob
+
+    spec = load_cluster("testbed")
+    evict_at = 600.0
+    jobs = [TraceJob(job_id="a", submit_time_s=0.0, model="Qwen/Qwen2.5-0.5B", global_batch=8, seq_len=512,
+                     steps=200_000),
+            TraceJob(job_id="b", submit_time_s=evict_at, model="EleutherAI/pythia-160m", global_batch=8,
+                     seq_len=512, steps=10)]
+    policy = PreemptOnce()
+    sim = Simulator(spec, policy, jobs, SimConfig(seed=0))
+    a = sim.jobs[0]
+    choice = a.queued.plans[0]
+    gpu = sim.types[choice.gpu.name]
+    per_step = step_time(a.spec, choice.plan, gpu, nodes=1,
+                         inter_node_bandwidth_bytes_s=sim.bandwidth[gpu.name]).total_s
+    done = (evict_at - sim.config.startup_s) / per_step  # steps finished before the eviction
+    sim.run()
+    requeued = [(t, steps) for t, job, steps in policy.seen if job == "a" and t > 0]
+    assert requeued, "the evicted job was never shown to the policy again"
+    t, steps = requeued[0]
+    assert t == evict_at  # decided for in the same instant, not at the next arrival or completion
+    assert 0 < done < 200_000
+    assert steps == math.ceil(200_000 - done)
+    assert a.finish_s is not None
+
+
+def test_plan_shortlist_keeps_each_types_leanest_plan():
+    # Ranked by speed alone, the ten fastest A100 plans of this job are all 16-GPU plans, although
+    # an 8-GPU one needs ~30% fewer GPU-seconds per step; the scheduler must be offered both.
+    from frenzy.memory.plans import plan_job
+    from frenzy.perf.step import step_time
+    from frenzy.sim import truth
+    from frenzy.sim.trace import TraceJob
+
+    spec = load_cluster("sia-64")
+    job = TraceJob(job_id="x", submit_time_s=0.0, model="meta-llama/Llama-3.1-8B", global_batch=32,
+                   seq_len=2048, steps=10)
+    sim = Simulator(spec, get_policy("frenzy"), [job], SimConfig(seed=0))
+    plans = sim.jobs[0].queued.plans
+    everything = plan_job(sim.jobs[0].spec, list(sim.types.values()), max_gpus=16,
+                          margin=truth.planning_margin(), per_type=1000)
+
+    def gpu_seconds(c):
+        return c.num_gpus * step_time(sim.jobs[0].spec, c.plan, c.gpu, nodes=math.ceil(c.num_gpus / 8)).total_s
+
+    for gpu in ("A100-SXM-40G", "T4-16G"):
+        leanest = min((c for c in everything if c.gpu.name == gpu), key=gpu_seconds)
+        offered = [c for c in plans if c.gpu.name == gpu]
+        assert min(gpu_seconds(c) for c in offered) == pytest.approx(gpu_seconds(leanest), rel=1e-9)

@@ -17,8 +17,9 @@ Rules it applies (docs/SIMULATOR.md):
 from __future__ import annotations
 
 import heapq
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
@@ -44,6 +45,35 @@ from frenzy.sim.trace import TraceJob
 ARRIVAL, END, ROUND = 0, 1, 2
 MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
 PLANS_PER_TYPE = 10  # MARP plans (and their scale-outs) kept per GPU type for the scheduler
+CANDIDATES_PER_TYPE = 100  # MARP plans per GPU type the shortlist is drawn from
+RESCHEDULES_AFTER_PREEMPTION = 2  # immediate extra calls for jobs a call preempted (a live loop's next tick)
+
+
+def _shortlist(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
+    """Per GPU type, the plans on the speed/GPU-count frontier (the fastest at each count, kept
+    only if faster than every plan on fewer GPUs), then the next best by rank up to
+    PLANS_PER_TYPE; rank order kept. Ranking alone would keep only the fastest plans, all on
+    many GPUs, and a contended cluster could not offer a job its leanest plan."""
+    by_type: dict[str, list] = {}
+    for c in ranked:
+        by_type.setdefault(c.gpu.name, []).append(c)
+    chosen: set[int] = set()
+    for gpu, plans in by_type.items():
+        seconds = {id(c): step_time(spec, c.plan, c.gpu, nodes=math.ceil(c.num_gpus / widest[gpu])).total_s
+                   for c in plans}
+        best_below = float("inf")
+        for c in sorted(plans, key=lambda c: (c.num_gpus, seconds[id(c)])):
+            if seconds[id(c)] < best_below:
+                chosen.add(id(c))
+                best_below = seconds[id(c)]
+        frontier = sum(id(c) in chosen for c in plans)
+        for c in plans:
+            if frontier >= PLANS_PER_TYPE:
+                break
+            if id(c) not in chosen:
+                chosen.add(id(c))
+                frontier += 1
+    return tuple(c for c in ranked if id(c) in chosen)
 
 
 class SimulationError(FrenzyError):
@@ -79,6 +109,7 @@ class Simulator:
         self.capacity = cluster.gpus_by_type()
         self.bandwidth = cluster.inter_node_bandwidth_by_type()
         self.nodes = cluster.node_states()
+        self.widest_node = ClusterState(nodes=tuple(self.nodes)).widest_node_by_type()
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.round_s = getattr(policy, "round_s", None)
         self.rotates = getattr(policy, "rotates", False)
@@ -94,6 +125,7 @@ class Simulator:
         self.heap: list = []
         self.busy_gpus = 0
         self._state: ClusterState | None = None
+        self._preempted_last = False
         self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
 
     # ---- setup -----------------------------------------------------------------------------
@@ -106,16 +138,13 @@ class Simulator:
             try:
                 found = plan_job(shape, list(self.types.values()), max_gpus=self.config.max_gpus_per_job,
                                  margin=self.config.safety_margin, rank=rank_key(self.config.objective, shape),
-                                 per_type=PLANS_PER_TYPE)
+                                 per_type=CANDIDATES_PER_TYPE)
             except NoFeasiblePlanError:
                 found = []
             found = [c for c in found if c.num_gpus <= self.capacity[c.gpu.name]]
             found = with_scale_out(shape, found, self.capacity, self.config.max_gpus_per_job)
             found = sorted(found, key=rank_key(self.config.objective, shape))
-            per_type: dict[str, int] = {}
-            self._plan_cache[key] = tuple(c for c in found
-                                          if per_type.setdefault(c.gpu.name, 0) < PLANS_PER_TYPE
-                                          and not per_type.__setitem__(c.gpu.name, per_type[c.gpu.name] + 1))
+            self._plan_cache[key] = _shortlist(shape, found, self.widest_node)
         return self._plan_cache[key]
 
     def _admit(self, trace: TraceJob, error: float) -> None:
@@ -163,6 +192,11 @@ class Simulator:
             if self.round_s is None:
                 if changed and self.queue:
                     self._schedule(now)
+                    # Jobs the call preempted are queued again: decide for them now, not at the next event.
+                    for _ in range(RESCHEDULES_AFTER_PREEMPTION):
+                        if not (self.queue and self._preempted_last):
+                            break
+                        self._schedule(now)
             else:
                 changed_since_round |= changed
                 if round_due and (self.queue or self.running):
@@ -200,7 +234,8 @@ class Simulator:
             if isinstance(d, Place):
                 self._place(by_id[d.job_id], d, now)
                 placed += 1
-        if any(isinstance(d, Preempt) for d in decisions):
+        self._preempted_last = any(isinstance(d, Preempt) for d in decisions)
+        if self._preempted_last:
             self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[1].submit_s, kv[0])))
         return placed
 
@@ -260,6 +295,9 @@ class Simulator:
         self._stop(job, now, steps * run.step_s)
         job.remaining_steps -= steps
         job.preemptions += 1
+        # It resumes from its checkpoint: the scheduler sees only the steps still to run.
+        left = max(1, math.ceil(job.remaining_steps - 1e-9))
+        job.queued = replace(job.queued, spec=replace(job.queued.spec, steps=left))
         self.queue[job.index] = job
 
     def _end(self, job: SimJob, now: float) -> int:
