@@ -160,7 +160,7 @@ def test_a_preempted_job_is_rescheduled_at_once_with_the_steps_it_has_left():
     assert a.finish_s is not None
 
 
-def test_plan_shortlist_keeps_each_types_leanest_plan():
+def test_plan_frontier_keeps_each_types_fastest_and_leanest_plan():
     # Ranked by speed alone, the ten fastest A100 plans of this job are all 16-GPU plans, although
     # an 8-GPU one needs ~30% fewer GPU-seconds per step; the scheduler must be offered both.
     from frenzy.memory.plans import plan_job
@@ -180,6 +180,10 @@ def test_plan_shortlist_keeps_each_types_leanest_plan():
         return c.num_gpus * step_time(sim.jobs[0].spec, c.plan, c.gpu, nodes=math.ceil(c.num_gpus / 8)).total_s
 
     for gpu in ("A100-SXM-40G", "T4-16G"):
-        leanest = min((c for c in everything if c.gpu.name == gpu), key=gpu_seconds)
+        mine = [c for c in everything if c.gpu.name == gpu]
         offered = [c for c in plans if c.gpu.name == gpu]
-        assert min(gpu_seconds(c) for c in offered) == pytest.approx(gpu_seconds(leanest), rel=1e-9)
+        assert min(map(gpu_seconds, offered)) == pytest.approx(min(map(gpu_seconds, mine)), rel=1e-9)
+        fastest = min(gpu_seconds(c) / c.num_gpus for c in mine)
+        assert min(gpu_seconds(c) / c.num_gpus for c in offered) <= fastest * (1 + 1e-9)
+        counts = [c.num_gpus for c in sorted(offered, key=lambda c: gpu_seconds(c) / c.num_gpus)]
+        assert counts == sorted(counts, reverse=True)  # each extra GPU buys speed: nothing dominated

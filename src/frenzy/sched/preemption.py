@@ -36,9 +36,10 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
-                    latest_end: dict[str, float]) -> list[Decision]:
+                    latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float]) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
-    `latest_end` (latest expected end of a running job per GPU type) rules most plans out in O(1)."""
+    `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
+    bound on the job's run time over its plans) rule most jobs and plans out in O(1)."""
     by_type = None
     horizon = (max(latest_end.values(), default=now) - now) / PREEMPT_FACTOR  # a job must be shorter
     taken: set[str] = set()
@@ -47,15 +48,15 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     for job, plans in waiting:
         if placed >= MAX_PREEMPTING_JOBS:
             break
-        if not plans or run_s(job, plans[0]) > horizon and min(run_s(job, c) for c in plans) > horizon:
+        if not plans or shortest_run_s(job) > horizon:
             continue
         for choice in plans:
-            if latest_end.get(choice.gpu.name, 0.0) <= now + PREEMPT_FACTOR * run_s(job, choice):
+            threshold = now + PREEMPT_FACTOR * run_s(job, choice)
+            if latest_end.get(choice.gpu.name, 0.0) <= threshold:
                 continue
             if by_type is None:
                 by_type = _candidates(state, now)
             gpu, need = choice.gpu.name, choice.num_gpus
-            threshold = now + PREEMPT_FACTOR * run_s(job, choice)
             victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
             if not victims or pool.capacity.get(gpu, 0) < need:
                 continue

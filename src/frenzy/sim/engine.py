@@ -44,16 +44,15 @@ from frenzy.sim.trace import TraceJob
 
 ARRIVAL, END, ROUND = 0, 1, 2
 MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
-PLANS_PER_TYPE = 10  # MARP plans (and their scale-outs) kept per GPU type for the scheduler
-CANDIDATES_PER_TYPE = 100  # MARP plans per GPU type the shortlist is drawn from
+CANDIDATES_PER_TYPE = 100  # MARP plans per GPU type (plus scale-outs) the scheduler's frontier is drawn from
 RESCHEDULES_AFTER_PREEMPTION = 2  # immediate extra calls for jobs a call preempted (a live loop's next tick)
 
 
-def _shortlist(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
-    """Per GPU type, the plans on the speed/GPU-count frontier (the fastest at each count, kept
-    only if faster than every plan on fewer GPUs), then the next best by rank up to
-    PLANS_PER_TYPE; rank order kept. Ranking alone would keep only the fastest plans, all on
-    many GPUs, and a contended cluster could not offer a job its leanest plan."""
+def _frontier(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
+    """Per GPU type, the plans no other plan beats on both GPU count and speed: the fastest at each
+    count, kept only if faster than every plan on fewer GPUs (rank order kept). It always holds
+    the type's fastest and its leanest plan (fewest GPU-seconds); a shortlist by rank alone would
+    hold only fast plans on many GPUs, leaving a contended cluster nothing lean to offer."""
     by_type: dict[str, list] = {}
     for c in ranked:
         by_type.setdefault(c.gpu.name, []).append(c)
@@ -66,13 +65,6 @@ def _shortlist(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
             if seconds[id(c)] < best_below:
                 chosen.add(id(c))
                 best_below = seconds[id(c)]
-        frontier = sum(id(c) in chosen for c in plans)
-        for c in plans:
-            if frontier >= PLANS_PER_TYPE:
-                break
-            if id(c) not in chosen:
-                chosen.add(id(c))
-                frontier += 1
     return tuple(c for c in ranked if id(c) in chosen)
 
 
@@ -144,7 +136,7 @@ class Simulator:
             found = [c for c in found if c.num_gpus <= self.capacity[c.gpu.name]]
             found = with_scale_out(shape, found, self.capacity, self.config.max_gpus_per_job)
             found = sorted(found, key=rank_key(self.config.objective, shape))
-            self._plan_cache[key] = _shortlist(shape, found, self.widest_node)
+            self._plan_cache[key] = _frontier(shape, found, self.widest_node)
         return self._plan_cache[key]
 
     def _admit(self, trace: TraceJob, error: float) -> None:

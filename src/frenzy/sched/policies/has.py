@@ -97,7 +97,7 @@ def _per_shape(cache: dict, compute, job: QueuedJob, *args):
 
 def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
-    fewest GPUs any of them needs)."""
+    fewest GPUs any of them needs; "fastest": the least seconds per step of any)."""
     return _per_shape(_STEP_SECONDS, _compute_step_seconds, job)
 
 
@@ -105,6 +105,7 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     one_step = replace(job.spec, steps=1)
     seconds = {id(c): duration_s(one_step, c) for c in job.plans}
     seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
+    seconds["fastest"] = min((seconds[id(c)] for c in job.plans), default=float("inf"))
     return seconds
 
 
@@ -215,7 +216,8 @@ class HeterogeneityAwareScheduler:
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
-                               lambda j, c: self._run_s(j, c, pool), latest)
+                               lambda j, c: self._run_s(j, c, pool), latest,
+                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"])
 
     def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
@@ -231,14 +233,16 @@ class HeterogeneityAwareScheduler:
             return []  # nobody waits and no GPU is idle: the common case, kept cheap
         restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
         # Shrinking serves types some waiting job lacks GPUs of; growing must save GROW_MIN_GAIN restarts.
-        short = {c.gpu.name for _, plans, _ in still for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
+        lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
+        short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
         resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.max_slowdown), step_seconds,
                                    touched, short, GROW_MIN_GAIN * restart_s)
         if not resizable:
             return []
         decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
         started = {d.job_id for d in decisions}
-        wanted = {c.gpu.name for job, plans, _ in still if job.job_id not in started for c in plans}
+        lists = {id(plans): plans for job, plans, _ in still if job.job_id not in started}.values()
+        wanted = {c.gpu.name for plans in lists for c in plans}
         return decisions + grow_into_idle(pool, resizable, wanted, restart_s)
 
     # ---- pieces -----------------------------------------------------------------------------
