@@ -56,8 +56,9 @@ def main() -> None:
     with Pool(2) as pool:
         rows = pool.map(run_one, tasks, chunksize=1)
     held = {s.label for s in HELD_OUT}
-    lines = ["| trace slice | cluster | jobs both finished | cut vs sia | cut without the longest 2% | "
-             "longest 2%: share of frenzy's summed JCT | of sia's |", "|---|---|---|---|---|---|---|"]
+    header = ("| trace slice | cluster | jobs both finished | cut vs sia | cut without the longest 2% | "
+              "longest 2%: share of frenzy's summed JCT | of sia's |")
+    lines = [header, "|---|---|---|---|---|---|---|"]
     for label, cluster, n, k, cut, cut_rest, share_f, share_s in rows:
         name = f"{'held-out ' if label in held else ''}{label}"
         lines.append(f"| {name} | {cluster} | {n} | {cut:+.1%} | {cut_rest:+.1%} ({n - k} jobs) | "

@@ -32,7 +32,7 @@ from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.memory.ranking import rank_key
 from frenzy.perf.step import step_time
-from frenzy.sched.configs import config_choice, peak_bytes
+from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
 from frenzy.sched.types import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob
@@ -58,8 +58,7 @@ def _frontier(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
         by_type.setdefault(c.gpu.name, []).append(c)
     chosen: set[int] = set()
     for gpu, plans in by_type.items():
-        seconds = {id(c): step_time(spec, c.plan, c.gpu, nodes=math.ceil(c.num_gpus / widest[gpu])).total_s
-                   for c in plans}
+        seconds = {id(c): duration_s(spec, c, widest[gpu]) for c in plans}  # `spec` is one step long
         best_below = float("inf")
         for c in sorted(plans, key=lambda c: (c.num_gpus, seconds[id(c)])):
             if seconds[id(c)] < best_below:
@@ -117,7 +116,6 @@ class Simulator:
         self.heap: list = []
         self.busy_gpus = 0
         self._state: ClusterState | None = None
-        self._preempted_last = False
         self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
 
     # ---- setup -----------------------------------------------------------------------------
@@ -183,16 +181,16 @@ class Simulator:
                     round_due, round_pending = True, False
             if self.round_s is None:
                 if changed and self.queue:
-                    self._schedule(now)
+                    _, preempted = self._schedule(now)
                     # Jobs the call preempted are queued again: decide for them now, not at the next event.
                     for _ in range(RESCHEDULES_AFTER_PREEMPTION):
-                        if not (self.queue and self._preempted_last):
+                        if not (self.queue and preempted):
                             break
-                        self._schedule(now)
+                        _, preempted = self._schedule(now)
             else:
                 changed_since_round |= changed
                 if round_due and (self.queue or self.running):
-                    placed = self._schedule(now)
+                    placed, _ = self._schedule(now)
                     stalled = not placed and not self.running and not changed_since_round
                     changed_since_round = False
                 wants_round = changed_since_round or (self.rotates and self.queue and not stalled)
@@ -207,7 +205,8 @@ class Simulator:
 
     # ---- decisions -------------------------------------------------------------------------
 
-    def _schedule(self, now: float) -> int:
+    def _schedule(self, now: float) -> tuple[int, bool]:
+        """One policy call applied: (jobs placed, whether any job was preempted)."""
         if self._state is None:  # rebuilt only after a placement or a release changed it
             self._state = ClusterState(nodes=tuple(self.nodes), running=tuple(self.running.values()))
         state = self._state
@@ -226,10 +225,10 @@ class Simulator:
             if isinstance(d, Place):
                 self._place(by_id[d.job_id], d, now)
                 placed += 1
-        self._preempted_last = any(isinstance(d, Preempt) for d in decisions)
-        if self._preempted_last:
+        preempted = any(isinstance(d, Preempt) for d in decisions)
+        if preempted:
             self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[1].submit_s, kv[0])))
-        return placed
+        return placed, preempted
 
     def _set_free(self, name: str, delta: int) -> None:
         i = self.node_index[name]
