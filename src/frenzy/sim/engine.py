@@ -180,7 +180,9 @@ class Simulator:
                 elif kind == ROUND:
                     round_due, round_pending = True, False
             if self.round_s is None:
-                if changed and self.queue:
+                # On every arrival and completion, empty queue included: a completion frees GPUs
+                # that running jobs may grow or move into (HAS's elastic pass).
+                if changed and (self.queue or self.running):
                     _, preempted = self._schedule(now)
                     # Jobs the call preempted are queued again: decide for them now, not at the next event.
                     for _ in range(RESCHEDULES_AFTER_PREEMPTION):

@@ -13,6 +13,7 @@ from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.policies.gavel import max_min_fractions
+from frenzy.sched.policies.has import step_seconds
 from frenzy.sched.policies.sia import solve
 
 TYPES = ("T4-16G", "A100-SXM-40G")
@@ -73,15 +74,33 @@ def test_frenzy_takes_its_first_plan_and_honours_exclusions():
     assert place.choice.gpu.name != job.plans[0].gpu.name
 
 
-def test_frenzy_reservation_blocks_long_backfill_but_not_short():
-    # A100s are busy until t=1000; the head prefers waiting for them over a much slower T4 run.
-    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000, submit=0.0)
+def _busy_a100s_until(end_s: float, head: QueuedJob) -> ClusterState:
     a100 = next(c for c in head.plans if c.gpu.name == "A100-SXM-40G")
-    running = RunningJob(job_id="r", choice=a100, allocation=(("A100-SXM-40G-0", 4), ("A100-SXM-40G-1", 4))[:1],
-                         start_time_s=0.0, expected_end_s=1000.0)
-    state = ClusterState(nodes=_nodes({"A100-SXM-40G-0": 0, "A100-SXM-40G-1": 0}), running=(running,))
-    decisions = get_policy("frenzy").schedule(state, [head], now=0.0)
-    assert not decisions or decisions[0].choice.gpu.name == "A100-SXM-40G"
+    running = RunningJob(job_id="r", choice=a100, allocation=(("A100-SXM-40G-0", 4),), start_time_s=0.0,
+                         expected_end_s=end_s)
+    return ClusterState(nodes=_nodes({"A100-SXM-40G-0": 0, "A100-SXM-40G-1": 0}), running=(running,))
+
+
+def test_frenzy_waits_for_faster_gpus_when_a_slow_start_would_make_no_progress():
+    # The A100s free at t=30 s, before a T4 start-up (60 s) ends: starting on T4s and moving later
+    # only adds a restart, and running to the end there is ~5x slower, so the job waits.
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
+    assert get_policy("frenzy").schedule(_busy_a100s_until(30.0, head), [head], now=0.0) == []
+
+
+def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
+    # The A100s free at t=1000 s: ~940 s of T4 progress is worth more than the restart of the move.
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
+    (place,) = get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head], now=0.0)
+    assert place.choice.gpu.name == "T4-16G"
+    # At t=1000 s the A100s are idle and nobody waits: the grow pass moves the job onto them.
+    on_t4 = RunningJob(job_id="head", choice=place.choice, allocation=place.allocation, start_time_s=0.0,
+                       expected_end_s=60.0 + head.spec.steps * step_seconds(head)[id(place.choice)], job=head)
+    free = {name: 4 - gpus for name, gpus in place.allocation}
+    state = ClusterState(nodes=_nodes(free), running=(on_t4,))
+    decisions = get_policy("frenzy").schedule(state, [], now=1000.0)
+    assert [type(d) for d in decisions] == [Preempt, Place]
+    assert decisions[1].choice.gpu.name == "A100-SXM-40G"
 
 
 def test_fifo_blocks_behind_the_head_and_opportunistic_does_not():

@@ -7,7 +7,8 @@ each running job's expected end) make it time-aware:
   - order: highest response ratio next, (wait + predicted run) / predicted run (Brinch Hansen
     1971): short jobs first, while a long job's ratio keeps growing until it reaches the head;
   - patience: a job takes a slower plan available now only if it would finish before a faster plan
-    it could get when running jobs end (counting GPUs claimed by jobs ahead that chose to wait);
+    it could get when running jobs end (counting GPUs claimed by jobs ahead that chose to wait),
+    either there or by moving to the faster plan once it frees (a checkpoint-restart);
   - reservation: the first job that waits holds a reservation on the GPU type it waits for, and
     jobs behind it are backfilled there only within the spare GPUs or if they finish before the
     reservation starts (EASY backfilling, Lifka 1995), so it cannot be overtaken indefinitely;
@@ -192,7 +193,7 @@ class HeterogeneityAwareScheduler:
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
                 wait = self._best_wait(job, faster, pool, releases, claims, now)
-            if allocation is not None and (wait is None or now + self._run_s(job, plans[rank], pool) <= wait[0]):
+            if allocation is not None and (wait is None or self._finish_now_s(job, plans[rank], wait, pool, now) <= wait[0]):
                 choice = plans[rank]
                 if reservation is not None and choice.gpu.name == reservation.gpu_type and \
                         now + self._run_s(job, choice, pool) > reservation.start_s:
@@ -252,6 +253,22 @@ class HeterogeneityAwareScheduler:
         if seconds is None:  # not one of the job's own plan objects
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
+
+    def _finish_now_s(self, job: QueuedJob, now_plan: PlanChoice, wait, pool: FreePool, now: float) -> float:
+        """Predicted finish if the job starts on `now_plan` now: it runs there to the end, or, when
+        the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
+        checkpoint-restart (the grow pass, frenzy.sched.elastic) with the steps it has left,
+        whichever ends sooner. Counting the move keeps a long job from idling while the GPUs it
+        waits for are still busy: it makes progress on what is free and moves later."""
+        _, start, later = wait
+        compute_now = self._run_s(job, now_plan, pool) - self.startup_estimate_s
+        finish = now + self.startup_estimate_s + compute_now
+        left = 1.0 - max(0.0, start - now - self.startup_estimate_s) / max(compute_now, 1e-9)
+        if left <= 0:
+            return finish
+        moved = start + self.startup_estimate_s + RESTORE_ESTIMATE_S + \
+            left * (self._run_s(job, later, pool) - self.startup_estimate_s)
+        return min(finish, moved)
 
     def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float):
         """(rank, allocation) of the first plan that fits now without delaying the reservation;
