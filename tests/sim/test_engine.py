@@ -187,3 +187,30 @@ def test_plan_frontier_keeps_each_types_fastest_and_leanest_plan():
         assert min(gpu_seconds(c) / c.num_gpus for c in offered) <= fastest * (1 + 1e-9)
         counts = [c.num_gpus for c in sorted(offered, key=lambda c: gpu_seconds(c) / c.num_gpus)]
         assert counts == sorted(counts, reverse=True)  # each extra GPU buys speed: nothing dominated
+
+
+def test_a_completion_calls_an_event_driven_policy_even_with_an_empty_queue():
+    # Job b ends while job a still runs and nothing waits: HAS must still be asked, so that a may
+    # grow or move into the GPUs b freed.
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+    from frenzy.sim.trace import TraceJob
+
+    class Recording(HeterogeneityAwareScheduler):
+        def __init__(self):
+            super().__init__()
+            self.calls: list[tuple[float, int, int]] = []  # (time, queued, running)
+
+        def schedule(self, state, queue, now):
+            self.calls.append((now, len(queue), len(state.running)))
+            return super().schedule(state, queue, now)
+
+    jobs = [TraceJob(job_id="a", submit_time_s=0.0, model="Qwen/Qwen2.5-0.5B", global_batch=8, seq_len=512,
+                     steps=200_000),
+            TraceJob(job_id="b", submit_time_s=0.0, model="EleutherAI/pythia-160m", global_batch=8, seq_len=512,
+                     steps=10)]
+    policy = Recording()
+    sim = Simulator(load_cluster("testbed"), policy, jobs, SimConfig(seed=0))
+    sim.run()
+    a, b = sim.jobs
+    assert b.finish_s < a.finish_s
+    assert (b.finish_s, 0, 1) in policy.calls
