@@ -13,7 +13,8 @@ restart (start-up + checkpoint restore) that every resize costs:
     faster type) whose remaining time drops by at least GROW_MIN_GAIN restarts, the largest saving
     per GPU of the new plan first. A higher bar keeps GPUs free for the next arrivals, but a job
     left on slow GPUs costs more: on the six bench/sim_jct.py runs over seeds 0-2, the mean cut
-    against sia was +16.4% at 1 restart, +16.7% at 3, +15.9% at 5, +15.7% at 10 and at 20.
+    against sia was +16.4% at 1 restart, +16.7% at 3, +15.9% at 5, +15.7% at 10 and at 20
+    (bench/sim_ablation.py --seeds 0,1,2 has the 20-restart variant).
 A job is resized only after MIN_RUN_S since its last (re)start, so nothing is bounced back and forth.
 """
 
@@ -158,13 +159,13 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
 
 
 def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
-                   restart_s: float) -> list[Decision]:
+                   restart_s: float, min_gain_restarts: float = GROW_MIN_GAIN) -> list[Decision]:
     """Decisions that move running jobs to faster plans (more GPUs, or a faster type) on GPUs of
     types no waiting job can use, the largest time saved per GPU of the new plan first."""
     idle = {gpu: n for gpu, n in pool.totals.items() if n > 0 and gpu not in wanted_types}
     if not idle:
         return []
-    min_gain = GROW_MIN_GAIN * restart_s
+    min_gain = min_gain_restarts * restart_s
     options = []
     for jobs in resizable.values():
         for job in jobs:

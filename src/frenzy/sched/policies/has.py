@@ -151,15 +151,17 @@ class HeterogeneityAwareScheduler:
 
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "hrrn",
                  max_slowdown: float = MAX_SLOWDOWN, preempt: bool = True, elastic: bool = True,
-                 startup_estimate_s: float = STARTUP_ESTIMATE_S):
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
         if order not in ("hrrn", "fifo"):
             raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
         if not max_slowdown >= 1.0:
             raise ValueError(f"max_slowdown must be >= 1 (1 keeps only each job's fastest plans), got {max_slowdown}")
+        if not grow_min_gain >= 0:
+            raise ValueError(f"grow_min_gain is in restarts saved and must be >= 0, got {grow_min_gain}")
         self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
         self.startup_estimate_s = startup_estimate_s
         self.max_slowdown = max_slowdown
-        self.preempt, self.elastic = preempt, elastic
+        self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -233,18 +235,18 @@ class HeterogeneityAwareScheduler:
         if not still and all(n <= 0 for n in pool.totals.values()):
             return []  # nobody waits and no GPU is idle: the common case, kept cheap
         restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
-        # Shrinking serves types some waiting job lacks GPUs of; growing must save GROW_MIN_GAIN restarts.
+        # Shrinking serves types some waiting job lacks GPUs of; growing must save grow_min_gain restarts.
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
         resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.max_slowdown), step_seconds,
-                                   touched, short, GROW_MIN_GAIN * restart_s)
+                                   touched, short, self.grow_min_gain * restart_s)
         if not resizable:
             return []
         decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
         started = {d.job_id for d in decisions}
         lists = {id(plans): plans for job, plans, _ in still if job.job_id not in started}.values()
         wanted = {c.gpu.name for plans in lists for c in plans}
-        return decisions + grow_into_idle(pool, resizable, wanted, restart_s)
+        return decisions + grow_into_idle(pool, resizable, wanted, restart_s, self.grow_min_gain)
 
     # ---- pieces -----------------------------------------------------------------------------
 
