@@ -50,10 +50,17 @@ def run_one(task) -> tuple[str, str, str, int, float]:
     return sl.label, cluster, variant, seed, summary["avg_jct_s"]
 
 
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got '{text}'") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
-    seeds = [int(s) for s in parser.parse_args().seeds.split(",")]
+    parser.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds, e.g. 0,1,2")
+    seeds = parser.parse_args().seeds
     require_shared()
     runs = [(s, c) for s in SLICES + HELD_OUT for c in CLUSTERS]
     tasks = [(s, c, v, seed) for seed in seeds for s, c in runs for v in ["sia", *VARIANTS]]

@@ -261,9 +261,11 @@ def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 200.0)]), [], now) == []
 
 
-def test_frenzy_rejects_settings_that_would_offer_no_plan():
+def test_frenzy_rejects_bad_settings_with_a_clear_error():
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
     with pytest.raises(ValueError, match="max_slowdown must be >= 1"):
         HeterogeneityAwareScheduler(max_slowdown=0.5)
     with pytest.raises(ValueError, match="order must be"):
         HeterogeneityAwareScheduler(order="lifo")
+    with pytest.raises(ValueError, match="grow_min_gain .* must be >= 0"):
+        HeterogeneityAwareScheduler(grow_min_gain=-1.0)
