@@ -14,6 +14,7 @@ from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.policies.gavel import max_min_fractions
 from frenzy.sched.policies.has import step_seconds
+from frenzy.sched.pool import FreePool
 from frenzy.sched.policies.sia import solve
 
 TYPES = ("T4-16G", "A100-SXM-40G")
@@ -203,7 +204,8 @@ def _a100_state(running, nodes=2):
                         running=tuple(running))
 
 
-def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls():
+def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
+    from frenzy.sched import elastic
     from frenzy.sched.elastic import resizable_jobs, shrink_for
     from frenzy.sched.policies.has import step_seconds
     from frenzy.sched.pool import FreePool
@@ -230,6 +232,11 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls():
         _check(decisions, state)
         return decisions
 
+    # The victim's smaller plans (data-parallel 4, 2, 1) each slow its steps by more than a shrink may.
+    slowest_allowed = elastic.MAX_SHRINK_SLOWDOWN * step_seconds(wide)[id(run.choice)]
+    assert all(step_seconds(wide)[id(c)] > slowest_allowed for c in wide.plans if c.num_gpus < 8)
+    assert decide(now + 10 * gain_needed) == []
+    monkeypatch.setattr(elastic, "MAX_SHRINK_SLOWDOWN", float("inf"))  # now any smaller plan may be taken
     assert decide(now + gain_needed - 1.0) == []  # the new job would gain less than the victim loses
     shrunk = decide(now + 10 * gain_needed)
     kinds = [(type(d).__name__, d.job_id) for d in shrunk]
@@ -237,6 +244,39 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls():
     assert shrunk[1].choice.num_gpus < 8 and shrunk[2].choice is lean
     # Re-placed together they never exceed the cluster.
     assert shrunk[1].choice.num_gpus + lean.num_gpus <= 8
+
+
+def test_frenzy_offers_no_plan_far_slower_than_the_jobs_best_on_that_type():
+    # Ten jobs want the 8 A100s: plans are walked leanest first, which alone would give four jobs 2
+    # GPUs each, ~3.7x slower than their 8-GPU plan; capped at 3x, two jobs get 4 GPUs instead.
+    from frenzy.sched.policies.has import MAX_TYPE_SLOWDOWN, HeterogeneityAwareScheduler
+    state = _a100_state([])
+    queue = [_elastic_job(f"j{i}", steps=5000, submit=i) for i in range(10)]
+    placed = [d for d in get_policy("frenzy").schedule(state, queue, now=100.0) if isinstance(d, Place)]
+    _check(placed, state)
+    assert [d.choice.num_gpus for d in placed] == [4, 4]
+    for d in placed:
+        seconds = step_seconds(next(j for j in queue if j.job_id == d.job_id))
+        assert seconds[id(d.choice)] <= MAX_TYPE_SLOWDOWN * seconds["fastest"]
+    loose = HeterogeneityAwareScheduler(max_type_slowdown=float("inf")).schedule(state, queue, now=100.0)
+    assert [d.choice.num_gpus for d in loose if isinstance(d, Place)] == [2, 2, 2, 2]
+
+
+def test_frenzy_expects_short_jobs_queued_ahead_to_give_their_gpus_back():
+    # 8 A100s: 4 free now, 4 held by a job that ends at t=100 s. Short jobs queued ahead take all 8
+    # in turn, 50 s each: a job behind them expects the GPUs when the last one ends, not never.
+    from frenzy.sched.policies.has import _Profile, _Releases
+    wide = _elastic_job("wide", steps=100_000)
+    state = _a100_state([_running(wide, 4, 0.0, remaining_s=100.0)])
+    profile = _Profile(_Releases(state), FreePool(state), now=0.0)
+    assert profile.time_free(A100, 4) == 0.0 and profile.time_free(A100, 9) is None
+    for start in (100.0, 150.0, 200.0):
+        assert profile.time_free(A100, 8) == start
+        profile.take(A100, 8, until=start + 50.0)
+    assert profile.time_free(A100, 8) == 250.0
+    profile.take(A100, 1, until=400.0)  # one more job, on 1 GPU from t=250 s to 400 s
+    assert profile.available_at(A100, 250.0) == 7
+    assert profile.time_free(A100, 8) == 400.0
 
 
 def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
@@ -265,6 +305,8 @@ def test_frenzy_rejects_bad_settings_with_a_clear_error():
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
     with pytest.raises(ValueError, match="max_slowdown must be >= 1"):
         HeterogeneityAwareScheduler(max_slowdown=0.5)
+    with pytest.raises(ValueError, match="max_type_slowdown must be >= 1"):
+        HeterogeneityAwareScheduler(max_type_slowdown=0.9)
     with pytest.raises(ValueError, match="order must be"):
         HeterogeneityAwareScheduler(order="lifo")
     with pytest.raises(ValueError, match="grow_min_gain .* must be >= 0"):

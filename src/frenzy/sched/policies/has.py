@@ -26,9 +26,8 @@ call, resizing adds O(plans) for each running job it may touch.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import insort
 from dataclasses import dataclass, replace
-from itertools import accumulate
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -45,6 +44,11 @@ RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
 # far slower GPUs moves to faster ones only when they are idle (frenzy.sched.elastic). Chosen on the
 # bench/sim_jct.py slices (mean cut vs sia: 4 -> 10%, 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%).
 MAX_SLOWDOWN = 6.0
+# Nor a plan more than this many times slower than the job's fastest plan on the same GPU type: under
+# contention plans are walked leanest first, and a plan of a few GPUs that is many times slower than
+# the type's best holds those GPUs long while others wait. Chosen on bench/sim_ablation.py's twelve
+# runs over seeds 0-2 (mean cut vs sia: 2 -> 19.7%, 3 -> 20.5%, 4 -> 20.4%, none -> 18.8%).
+MAX_TYPE_SLOWDOWN = 3.0
 
 
 @dataclass(slots=True)
@@ -55,7 +59,7 @@ class _Reservation:
 
 
 class _Releases:
-    """When running jobs free GPUs of each type: sorted end times and cumulative GPUs freed."""
+    """When running jobs free GPUs of each type: sorted expected end times and the GPUs each frees."""
 
     def __init__(self, state: ClusterState):
         by_type: dict[str, list[tuple[float, int]]] = {}
@@ -63,20 +67,55 @@ class _Releases:
             if job.expected_end_s is not None:
                 by_type.setdefault(job.choice.gpu.name, []).append((job.expected_end_s, job.choice.num_gpus))
         self.ends: dict[str, list[float]] = {}
-        self.freed: dict[str, list[int]] = {}
+        self.gpus: dict[str, list[int]] = {}
         for gpu, items in by_type.items():
             items.sort()
             self.ends[gpu] = [t for t, _ in items]
-            self.freed[gpu] = list(accumulate(n for _, n in items))
+            self.gpus[gpu] = [n for _, n in items]
 
-    def time_free(self, gpu: str, missing: int, now: float) -> float | None:
-        """Earliest time at least `missing` more GPUs of this type are free (None: never)."""
-        if missing <= 0:
-            return now
-        freed = self.freed.get(gpu)
-        if not freed or freed[-1] < missing:
-            return None
-        return max(now, self.ends[gpu][bisect_left(freed, missing)])
+
+class _Profile:
+    """When GPUs of each type become available, as the call goes: the GPUs free now, those running
+    jobs release at their expected ends, and the jobs this call places or plans to wait for, each
+    taking the earliest GPUs and giving them back when it ends (the availability profile of
+    conservative backfilling, Mu'alem & Feitelson 2001). A job behind a queue of short jobs then
+    expects them to cycle through the GPUs rather than to hold them all at once."""
+
+    def __init__(self, releases: _Releases, pool: FreePool, now: float):
+        self.releases, self.pool, self.now = releases, pool, now
+        self.steps: dict[str, list[list]] = {}  # per type: sorted [time, GPUs becoming available]
+
+    def _of(self, gpu: str) -> list[list]:
+        steps = self.steps.get(gpu)
+        if steps is None:
+            ends, gpus = self.releases.ends.get(gpu, ()), self.releases.gpus.get(gpu, ())
+            steps = self.steps[gpu] = [[self.now, self.pool.totals.get(gpu, 0)]] + [[t, n] for t, n in zip(ends, gpus)]
+        return steps
+
+    def time_free(self, gpu: str, need: int) -> float | None:
+        """Earliest time `need` GPUs of this type are available (None: the type has fewer)."""
+        seen = 0
+        for t, n in self._of(gpu):
+            seen += n
+            if seen >= need:
+                return max(t, self.now)
+        return None
+
+    def available_at(self, gpu: str, t: float) -> int:
+        """GPUs of this type available at time `t` and not yet taken."""
+        return sum(n for when, n in self._of(gpu) if when <= t)
+
+    def take(self, gpu: str, need: int, until: float) -> None:
+        """`need` of the earliest GPUs of this type are busy until `until`."""
+        steps = self._of(gpu)
+        left = need
+        while left > 0 and steps:
+            used = min(left, steps[0][1])
+            steps[0][1] -= used
+            left -= used
+            if steps[0][1] == 0:
+                steps.pop(0)
+        insort(steps, [until, need])
 
 
 _PER_SHAPE_LIMIT = 20_000
@@ -120,28 +159,33 @@ def _releases(state: ClusterState) -> _Releases:
     return _LAST_RELEASES[1]
 
 
-def _usable_plans(job: QueuedJob, max_slowdown: float, cache: dict) -> Sequence[PlanChoice]:
-    """The job's plans minus excluded types and plans too slow next to its fastest (memoised per
-    plan list within a call: jobs of one shape share it)."""
+def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float], cache: dict) -> Sequence[PlanChoice]:
+    """The job's plans minus excluded types and plans too slow next to its fastest, overall and on
+    their own GPU type (`slowdowns`: the two caps); memoised per plan list within a call, since jobs
+    of one shape share it."""
     key = (id(job.plans), job.excluded_gpu_types)
     if key not in cache:
         plans = [c for c in job.plans if c.gpu.name not in job.excluded_gpu_types]
-        if plans and max_slowdown < float("inf"):
+        overall, same_type = slowdowns
+        if plans:
             seconds = step_seconds(job)
             fastest = min(seconds[id(c)] for c in plans)
-            plans = [c for c in plans if seconds[id(c)] <= max_slowdown * fastest]
+            by_type: dict[str, float] = {}
+            for c in plans:
+                by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
+            plans = [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
         cache[key] = plans
     return cache[key]
 
 
-def _plan_options(job: QueuedJob, max_slowdown: float) -> list:
+def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
     """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
-    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, max_slowdown)
+    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, slowdowns)
 
 
-def _compute_plan_options(job: QueuedJob, _excluded, max_slowdown: float) -> list:
+def _compute_plan_options(job: QueuedJob, _excluded, slowdowns: tuple[float, float]) -> list:
     seconds = step_seconds(job)
-    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, max_slowdown, {})]
+    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, slowdowns, {})]
 
 
 @register("frenzy")
@@ -150,17 +194,21 @@ class HeterogeneityAwareScheduler:
     round_s = None  # event-driven: called on every arrival and completion
 
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "hrrn",
-                 max_slowdown: float = MAX_SLOWDOWN, preempt: bool = True, elastic: bool = True,
+                 max_slowdown: float = MAX_SLOWDOWN, max_type_slowdown: float = MAX_TYPE_SLOWDOWN,
+                 preempt: bool = True, elastic: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
         if order not in ("hrrn", "fifo"):
             raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
         if not max_slowdown >= 1.0:
             raise ValueError(f"max_slowdown must be >= 1 (1 keeps only each job's fastest plans), got {max_slowdown}")
+        if not max_type_slowdown >= 1.0:
+            raise ValueError("max_type_slowdown must be >= 1 (1 keeps only each job's fastest plan per GPU type), "
+                             f"got {max_type_slowdown}")
         if not grow_min_gain >= 0:
             raise ValueError(f"grow_min_gain is in restarts saved and must be >= 0, got {grow_min_gain}")
         self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
         self.startup_estimate_s = startup_estimate_s
-        self.max_slowdown = max_slowdown
+        self.slowdowns = (max_slowdown, max_type_slowdown)
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
@@ -173,11 +221,11 @@ class HeterogeneityAwareScheduler:
         hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
         orders: dict[int, Sequence[PlanChoice]] = {}
         usable: dict[tuple, Sequence[PlanChoice]] = {}
-        claims: dict[str, int] = {}  # GPUs of a type that waiting jobs ahead expect to get
+        profile = _Profile(releases, pool, now) if releases is not None else None
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
-            plans = _usable_plans(job, self.max_slowdown, usable)
+            plans = _usable_plans(job, self.slowdowns, usable)
             if contended and self.lean_when_contended:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -194,23 +242,24 @@ class HeterogeneityAwareScheduler:
                     seconds = step_seconds(job)
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
-                wait = self._best_wait(job, faster, pool, releases, claims, now)
+                wait = self._best_wait(job, faster, pool, profile)
             if allocation is not None and (wait is None or self._finish_now_s(job, plans[rank], wait, pool, now) <= wait[0]):
                 choice = plans[rank]
                 if reservation is not None and choice.gpu.name == reservation.gpu_type and \
                         now + self._run_s(job, choice, pool) > reservation.start_s:
                     reservation.spare -= choice.num_gpus
+                if profile is not None:
+                    profile.take(choice.gpu.name, choice.num_gpus, now + self._run_s(job, choice, pool))
                 pool.take(choice.gpu.name, allocation)
                 decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
                 continue
             waiting.append((job, plans, None if wait is None else wait[0]))
             if wait is not None:
                 _, start, choice = wait
-                claims[choice.gpu.name] = claims.get(choice.gpu.name, 0) + choice.num_gpus
+                profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
                 if reservation is None:
-                    spare = pool.totals.get(choice.gpu.name, 0) + self._freed_by(releases, choice.gpu.name, start) \
-                        - claims[choice.gpu.name]
-                    reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=max(0, spare))
+                    spare = profile.available_at(choice.gpu.name, start)
+                    reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=spare)
         decisions += self._preemptions(state, pool, releases, waiting, now)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
@@ -238,7 +287,7 @@ class HeterogeneityAwareScheduler:
         # Shrinking serves types some waiting job lacks GPUs of; growing must save grow_min_gain restarts.
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
-        resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.max_slowdown), step_seconds,
+        resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
                                    touched, short, self.grow_min_gain * restart_s)
         if not resizable:
             return []
@@ -287,29 +336,18 @@ class HeterogeneityAwareScheduler:
                 return rank, allocation
         return len(plans), None
 
-    def _best_wait(self, job, faster, pool: FreePool, releases: _Releases, claims, now: float):
+    def _best_wait(self, job, faster, pool: FreePool, profile: _Profile):
         """(finish, start, plan) of the plan, among those faster than the one available now, that
-        would finish soonest if the job waited for running jobs to free its GPUs; None if none would."""
+        would finish soonest if the job waited for its GPUs; None if none would."""
         best = None
         for choice in faster:
-            gpu = choice.gpu.name
-            if pool.capacity.get(gpu, 0) < choice.num_gpus + claims.get(gpu, 0):
-                continue
-            missing = choice.num_gpus + claims.get(gpu, 0) - pool.totals.get(gpu, 0)
-            start = releases.time_free(gpu, missing, now)
+            start = profile.time_free(choice.gpu.name, choice.num_gpus)
             if start is None:
                 continue
             finish = start + self._run_s(job, choice, pool)
             if best is None or finish < best[0]:
                 best = (finish, start, choice)
         return best
-
-    @staticmethod
-    def _freed_by(releases: _Releases | None, gpu: str, t: float) -> int:
-        if releases is None or gpu not in releases.ends:
-            return 0
-        k = bisect_left(releases.ends[gpu], t + 1e-9)
-        return releases.freed[gpu][k - 1] if k else 0
 
     @staticmethod
     def _demand(queue: Sequence[QueuedJob]) -> int:
