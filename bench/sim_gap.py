@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
-from sim_ablation import HELD_OUT  # noqa: E402
+from sim_ablation import EXTRA_SLICES  # noqa: E402
 from sim_common import load_slice, require_shared  # noqa: E402
 from sim_jct import CLUSTERS, SLICES  # noqa: E402
 
@@ -51,16 +51,16 @@ def run_one(task) -> tuple:
 
 def main() -> None:
     require_shared()
-    tasks = [(s, c) for s in SLICES + HELD_OUT for c in CLUSTERS]
+    tasks = [(s, c) for s in SLICES + EXTRA_SLICES for c in CLUSTERS]
     t0 = time.time()
     with Pool(2) as pool:
         rows = pool.map(run_one, tasks, chunksize=1)
-    held = {s.label for s in HELD_OUT}
+    extra = {s.label for s in EXTRA_SLICES}
     header = ("| trace slice | cluster | jobs both finished | cut vs sia | cut without the longest 2% | "
               "longest 2%: share of frenzy's summed JCT | of sia's |")
     lines = [header, "|---|---|---|---|---|---|---|"]
     for label, cluster, n, k, cut, cut_rest, share_f, share_s in rows:
-        name = f"{'held-out ' if label in held else ''}{label}"
+        name = f"{'extra ' if label in extra else ''}{label}"
         lines.append(f"| {name} | {cluster} | {n} | {cut:+.1%} | {cut_rest:+.1%} ({n - k} jobs) | "
                      f"{share_f:.0%} | {share_s:.0%} |")
     md = ("## Where HAS still loses to Sia\n\nAverage-JCT cut against `sia` (1 - frenzy / sia) over the jobs both "

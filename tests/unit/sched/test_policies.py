@@ -279,6 +279,29 @@ def test_frenzy_expects_short_jobs_queued_ahead_to_give_their_gpus_back():
     assert profile.time_free(A100, 8) == 400.0
 
 
+def test_frenzy_reserves_gpus_only_for_a_job_that_has_waited_long():
+    # 4 A100s are free and 4 end at t=100 s: the head job waits for all 8. A job behind it would
+    # hold the 4 free ones well past t=100 s. A head that has waited RESERVE_AFTER_RUNS x its run
+    # holds a reservation and the job behind waits; a head that has just arrived does not.
+    from dataclasses import replace
+
+    from frenzy.sched.policies.has import RESERVE_AFTER_RUNS
+
+    def fastest_first(job):  # plans in predicted finish-time order, as MARP ranks them
+        seconds = step_seconds(job)
+        return replace(job, plans=tuple(sorted(job.plans, key=lambda c: seconds[id(c)])))
+
+    now = 10.0
+    state = _a100_state([_running(_elastic_job("wide", steps=100_000), 4, now, remaining_s=90.0)])
+    behind = fastest_first(_elastic_job("behind", steps=20_000, submit=now))
+    fresh = fastest_first(_elastic_job("head", steps=100_000, submit=0.0))
+    (place,) = get_policy("frenzy").schedule(state, [fresh, behind], now)
+    assert place.job_id == "behind" and place.choice.num_gpus == 4
+    head_run_s = 60.0 + 100_000 * step_seconds(fresh)["fastest"]
+    starving = replace(fresh, submit_time_s=now - RESERVE_AFTER_RUNS * head_run_s)
+    assert get_policy("frenzy").schedule(state, [starving, behind], now) == []
+
+
 def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     now = 50_000.0
     job = _elastic_job("long", steps=1_000_000)
@@ -307,6 +330,8 @@ def test_frenzy_rejects_bad_settings_with_a_clear_error():
         HeterogeneityAwareScheduler(max_slowdown=0.5)
     with pytest.raises(ValueError, match="max_type_slowdown must be >= 1"):
         HeterogeneityAwareScheduler(max_type_slowdown=0.9)
+    with pytest.raises(ValueError, match="reserve_after_runs .* must be >= 0"):
+        HeterogeneityAwareScheduler(reserve_after_runs=-1.0)
     with pytest.raises(ValueError, match="order must be"):
         HeterogeneityAwareScheduler(order="lifo")
     with pytest.raises(ValueError, match="grow_min_gain .* must be >= 0"):
