@@ -7,14 +7,14 @@ shared, and when jobs end the survivors can use what is left. Sia gets both by r
 round; HAS resizes on events, and only where the predicted sum of JCTs falls, counting the
 restart (start-up + checkpoint restore) that every resize costs:
   - shrink: a waiting job W takes GPUs that running jobs on its plan's type give back (each moving
-    to a smaller plan of its own) when W's predicted finish improves by more than the victims'
+    to a smaller plan of its own, at most MAX_SHRINK_SLOWDOWN x slower per step) when W's predicted finish improves by more than the victims'
     total slowdown (restart + remaining steps x step-time increase);
   - grow: GPUs of a type no waiting job can use go to running jobs (more GPUs of their type, or a
     faster type) whose remaining time drops by at least GROW_MIN_GAIN restarts, the largest saving
     per GPU of the new plan first. A higher bar keeps GPUs free for the next arrivals, but a job
-    left on slow GPUs costs more: on the six bench/sim_jct.py runs over seeds 0-2, the mean cut
-    against sia was +16.4% at 1 restart, +16.7% at 3, +15.9% at 5, +15.7% at 10 and at 20
-    (bench/sim_ablation.py --seeds 0,1,2 has the 20-restart variant).
+    left on slow GPUs costs more: when the bar was chosen, on the six bench/sim_jct.py runs over
+    seeds 0-2, the mean cut against sia was +16.4% at 1 restart, +16.7% at 3, +15.9% at 5 and
+    +15.7% at 10 and at 20; with today's HAS, 10 gives +22.1% against +23.1% at 3 (twelve runs).
 A job is resized only after MIN_RUN_S since its last (re)start, so nothing is bounced back and forth.
 """
 

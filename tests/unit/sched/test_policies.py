@@ -186,7 +186,6 @@ def _elastic_job(job_id, steps, submit=0.0):
 
 def _running(job, gpus, now, remaining_s, started_s_ago=1000.0):
     """`job` running on its fastest plan with `gpus` GPUs, filling A100 nodes of 4 in order."""
-    from frenzy.sched.policies.has import step_seconds
     seconds = step_seconds(job)
     choice = min((c for c in job.plans if c.num_gpus == gpus), key=lambda c: seconds[id(c)])
     allocation = tuple((f"a100-{i}", min(4, gpus - 4 * i)) for i in range((gpus + 3) // 4))
@@ -207,8 +206,6 @@ def _a100_state(running, nodes=2):
 def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
     from frenzy.sched import elastic
     from frenzy.sched.elastic import resizable_jobs, shrink_for
-    from frenzy.sched.policies.has import step_seconds
-    from frenzy.sched.pool import FreePool
     now, restart = 10_000.0, 90.0
     wide = _elastic_job("wide", steps=100_000)
     run = _running(wide, 8, now, remaining_s=100_000 * step_seconds(wide)[id(_running(wide, 8, now, 1).choice)])

@@ -45,7 +45,8 @@ STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (ima
 RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
 # A plan more than this many times slower than the job's fastest one is not offered: a job put on
 # far slower GPUs moves to faster ones only when they are idle (frenzy.sched.elastic). Chosen on the
-# bench/sim_jct.py slices (mean cut vs sia: 4 -> 10%, 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%).
+# bench/sim_jct.py slices (mean cut vs sia then: 4 -> 10%, 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%;
+# with today's HAS over twelve runs x seeds 0-2: 5 -> 21.6%, 6 -> 23.1%, 8 -> 20.9%, 12 -> 21.8%).
 MAX_SLOWDOWN = 6.0
 # Nor a plan more than this many times slower than the job's fastest plan on the same GPU type: under
 # contention plans are walked leanest first, and a plan of a few GPUs that is many times slower than
