@@ -31,6 +31,7 @@ VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
     "no lean plans under contention": {"lean_when_contended": False},
     "no per-type slowdown cap (was the default)": {"max_type_slowdown": float("inf")},
     "reservation for every waiting head (was the default)": {"reserve_after_runs": 0.0},
+    "no re-queue of jobs on slow plans (was the default)": {"requeue_slow": False},
     "no preemption": {"preempt": False},
     "not time-aware (plain HAS)": {"time_aware": False},
 }

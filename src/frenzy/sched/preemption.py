@@ -36,13 +36,15 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
-                    latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float]) -> list[Decision]:
+                    latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float],
+                    exclude: set[str] = frozenset()) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
     `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
-    bound on the job's run time over its plans) rule most jobs and plans out in O(1)."""
+    bound on the job's run time over its plans) rule most jobs and plans out in O(1). Jobs in
+    `exclude` (already moved by this call) are never victims."""
     by_type = None
     horizon = (max(latest_end.values(), default=now) - now) / PREEMPT_FACTOR  # a job must be shorter
-    taken: set[str] = set()
+    taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
     for job, plans in waiting:

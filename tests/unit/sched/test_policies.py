@@ -104,6 +104,33 @@ def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
     assert decisions[1].choice.gpu.name == "A100-SXM-40G"
 
 
+def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio():
+    # The head runs on T4s (started there while the A100s were busy); one A100 frees at t=1000 s,
+    # when a new job also wants it. Idle-only growth would leave the head on T4s while anyone waits;
+    # re-queued, the head (waiting since t=0) outranks the newcomer (ratio 1), moves to the A100,
+    # and the newcomer starts on the T4s it left.
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
+    (place,) = get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head], now=0.0)
+    on_t4 = RunningJob(job_id="head", choice=place.choice, allocation=place.allocation, start_time_s=0.0,
+                       expected_end_s=60.0 + head.spec.steps * step_seconds(head)[id(place.choice)], job=head)
+    one_a100 = next(c for c in head.plans if c.gpu.name == "A100-SXM-40G" and c.num_gpus == 1)
+    long_job = RunningJob(job_id="long", choice=one_a100, allocation=(("A100-SXM-40G-0", 3), ("A100-SXM-40G-1", 4)),
+                          start_time_s=900.0, expected_end_s=1e7)
+    free = {name: 4 - gpus for name, gpus in place.allocation} | {"A100-SXM-40G-0": 1, "A100-SXM-40G-1": 0}
+    state = ClusterState(nodes=_nodes(free), running=(on_t4, long_job))
+    new = _job("new", model="Qwen/Qwen2.5-0.5B", steps=20_000, submit=1000.0)
+
+    decisions = HeterogeneityAwareScheduler().schedule(state, [new], now=1000.0)
+    moved = {d.job_id: d.choice.gpu.name for d in decisions if isinstance(d, Place)}
+    assert [type(d) for d in decisions][:2] == [Preempt, Place] and decisions[0].job_id == "head"
+    assert moved == {"head": "A100-SXM-40G", "new": "T4-16G"}
+    _check(decisions, state)
+    decisions = HeterogeneityAwareScheduler(requeue_slow=False).schedule(state, [new], now=1000.0)
+    assert [(type(d), d.job_id, d.choice.gpu.name) for d in decisions] == [(Place, "new", "A100-SXM-40G")]
+
+
 def test_fifo_blocks_behind_the_head_and_opportunistic_does_not():
     big = _job("big", gpus=8, submit=0.0)
     small = _job("small", gpus=1, submit=1.0)

@@ -20,7 +20,8 @@ each running job's expected end) make it time-aware:
     (frenzy.sched.preemption: shortest-job-first with a restart-cost guard);
   - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
     predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use
-    (frenzy.sched.elastic).
+    (frenzy.sched.elastic); a running job on a plan far slower than its best re-queues for the
+    faster plans and moves when one fits (frenzy.sched.elastic.slow_runners).
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
@@ -35,11 +36,12 @@ from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import GROW_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for
+from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_SPEEDUP, grow_into_idle, resizable_jobs,
+                                  shrink_for, slow_runners)
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
-from frenzy.sched.types import ClusterState, Decision, Place, QueuedJob
+from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
 RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
@@ -206,6 +208,7 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "hrrn",
                  max_slowdown: float = MAX_SLOWDOWN, max_type_slowdown: float = MAX_TYPE_SLOWDOWN,
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
+                 requeue_slow: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
         if order not in ("hrrn", "fifo"):
             raise ValueError(f"order must be 'hrrn' or 'fifo', got '{order}'")
@@ -224,6 +227,7 @@ class HeterogeneityAwareScheduler:
         self.slowdowns = (max_slowdown, max_type_slowdown)
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
+        self.requeue_slow = requeue_slow
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -231,6 +235,11 @@ class HeterogeneityAwareScheduler:
         contended = len(queue) > 1 and self._demand(queue) > sum(pool.totals.values())
         if contended and self.order == "hrrn":
             queue = self._by_response_ratio(queue, now)
+        movers = self._slow_runners(state, releases, now)
+        if movers:
+            queue = list(queue) + [job for job, _, _ in movers.values()]
+            if self.order == "hrrn":
+                queue = self._by_response_ratio(queue, now)
         decisions: list[Decision] = []
         hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
         orders: dict[int, Sequence[PlanChoice]] = {}
@@ -240,6 +249,9 @@ class HeterogeneityAwareScheduler:
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
             plans = _usable_plans(job, self.slowdowns, usable)
+            if job.job_id in movers:
+                decisions += self._move_if_fits(job, movers[job.job_id], plans, pool, profile, reservation, now)
+                continue
             if contended and self.lean_when_contended:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -274,16 +286,43 @@ class HeterogeneityAwareScheduler:
                 if reservation is None and now - job.submit_time_s >= self.reserve_after_runs * (wait[0] - start):
                     spare = profile.available_at(choice.gpu.name, start)
                     reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=spare)
-        decisions += self._preemptions(state, pool, releases, waiting, now)
+        moved = {d.job_id for d in decisions} & movers.keys()
+        decisions += self._preemptions(state, pool, releases, waiting, now, moved)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
-    def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float) -> list[Decision]:
+    def _slow_runners(self, state: ClusterState, releases: _Releases | None, now: float) -> dict[str, tuple]:
+        if not (self.requeue_slow and releases is not None and releases.ends):
+            return {}
+        restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
+        return slow_runners(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
+                            self.grow_min_gain * restart_s)
+
+    def _move_if_fits(self, job: QueuedJob, mover, plans, pool: FreePool, profile: _Profile | None,
+                      reservation: _Reservation | None, now: float) -> list[Decision]:
+        """Move a re-queued running job to the first of its faster plans that fits now (its own
+        GPUs are freed); nothing if none does: it keeps running where it is."""
+        _, run, step_s = mover
+        seconds = step_seconds(job)
+        faster = [c for c in plans if seconds[id(c)] * REQUEUE_MIN_SPEEDUP <= step_s]
+        rank, allocation = self._first_now(job, faster, pool, reservation, now)
+        if allocation is None:
+            return []
+        choice = faster[rank]
+        pool.release(run)
+        pool.take(choice.gpu.name, allocation)
+        if profile is not None:
+            profile.take(choice.gpu.name, choice.num_gpus, now + self._run_s(job, choice, pool))
+        return [Preempt(job_id=job.job_id, reason=f"frenzy: moved to {choice.num_gpus} faster {choice.gpu.name}"),
+                Place(job_id=job.job_id, choice=choice, allocation=allocation)]
+
+    def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float,
+                     moved: set[str]) -> list[Decision]:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
                                lambda j, c: self._run_s(j, c, pool), latest,
-                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"])
+                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved)
 
     def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
