@@ -11,8 +11,9 @@ restart (start-up + checkpoint restore) that every resize costs:
     total slowdown (restart + remaining steps x step-time increase);
   - re-queue: a running job on a plan at least REQUEUE_MIN_SPEEDUP x slower per step than its
     fastest usable one (it started on what was free while faster GPUs were busy; HAS's patience
-    counts on it moving once they free) queues again for the faster plans, by response ratio with
-    the waiting jobs, and moves when one fits (`slow_runners`);
+    counts on it moving once they free) queues again for the faster plans that save it at least
+    REQUEUE_MIN_GAIN restarts, by response ratio with the waiting jobs, and moves when one fits
+    (`slow_runners`);
   - grow: GPUs of a type no waiting job can use go to running jobs (more GPUs of their type, or a
     faster type) whose remaining time drops by at least GROW_MIN_GAIN restarts, the largest saving
     per GPU of the new plan first. A higher bar keeps GPUs free for the next arrivals, but a job
@@ -38,11 +39,16 @@ GROW_MIN_GAIN = 3.0  # a grow or move must save this many restarts of the job's 
 # predicted gain of one short one. Chosen on bench/sim_ablation.py's twelve runs over seeds 0-2
 # (mean cut vs sia: no shrinking 19.2%, at most 1.5x slower 20.5%, no cap 19.4%).
 MAX_SHRINK_SLOWDOWN = 1.5
-# A running job re-queues for plans at least this many times faster per step than its current one.
-# Before, a job put on slow GPUs moved only into GPUs no waiting job could use, which under
-# contention meant rarely. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia):
-# no re-queue 23.1%, 1.25 -> 23.9%, 1.5 -> 24.0%, 2 -> 24.2%, 3 -> 24.0%.
+# A running job re-queues for plans at least REQUEUE_MIN_SPEEDUP x faster per step than its current
+# one that would save at least REQUEUE_MIN_GAIN restarts of its remaining time (~30 min). Before,
+# a job put on slow GPUs moved only into GPUs no waiting job could use, which under contention
+# meant rarely. The bar is higher than growth's: a move takes GPUs waiting jobs want, and short
+# moves churned small jobs. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia;
+# no re-queue 23.1%): gain 3 -> 24.2%, 10 -> 25.1%, 20 -> 25.2%, 40 -> 25.2%, 100 -> 24.9%; at
+# gain 20, speed-up 1.5 -> 24.7%, 2 -> 25.2%, 3 -> 24.5% (the sweep applied the gain to the job's
+# best plan; applied, as now, to each plan it may move to: 24.9%).
 REQUEUE_MIN_SPEEDUP = 2.0
+REQUEUE_MIN_GAIN = 20.0
 MAX_SHRINKING_JOBS = 8  # waiting jobs served by shrinking per call: bounds work and churn
 
 

@@ -36,8 +36,8 @@ from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_SPEEDUP, grow_into_idle, resizable_jobs,
-                                  shrink_for, slow_runners)
+from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, REQUEUE_MIN_SPEEDUP, grow_into_idle,
+                                  resizable_jobs, shrink_for, slow_runners)
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
@@ -228,6 +228,7 @@ class HeterogeneityAwareScheduler:
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow = requeue_slow
+        self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -293,17 +294,18 @@ class HeterogeneityAwareScheduler:
     def _slow_runners(self, state: ClusterState, releases: _Releases | None, now: float) -> dict[str, tuple]:
         if not (self.requeue_slow and releases is not None and releases.ends):
             return {}
-        restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
         return slow_runners(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
-                            self.grow_min_gain * restart_s)
+                            self._requeue_gain_s)
 
     def _move_if_fits(self, job: QueuedJob, mover, plans, pool: FreePool, profile: _Profile | None,
                       reservation: _Reservation | None, now: float) -> list[Decision]:
-        """Move a re-queued running job to the first of its faster plans that fits now (its own
-        GPUs are freed); nothing if none does: it keeps running where it is."""
+        """Move a re-queued running job (`job.spec.steps`: the steps it has left) to the first of
+        its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
+        running where it is."""
         _, run, step_s = mover
         seconds = step_seconds(job)
-        faster = [c for c in plans if seconds[id(c)] * REQUEUE_MIN_SPEEDUP <= step_s]
+        faster = [c for c in plans if seconds[id(c)] * REQUEUE_MIN_SPEEDUP <= step_s
+                  and job.spec.steps * (step_s - seconds[id(c)]) >= self._requeue_gain_s]
         rank, allocation = self._first_now(job, faster, pool, reservation, now)
         if allocation is None:
             return []
