@@ -236,7 +236,7 @@ class HeterogeneityAwareScheduler:
         contended = len(queue) > 1 and self._demand(queue) > sum(pool.totals.values())
         if contended and self.order == "hrrn":
             queue = self._by_response_ratio(queue, now)
-        movers = self._slow_runners(state, releases, now)
+        movers = self._slow_runners(state, pool, releases, now)
         if movers:
             queue = list(queue) + [job for job, _, _ in movers.values()]
             if self.order == "hrrn":
@@ -291,8 +291,12 @@ class HeterogeneityAwareScheduler:
         decisions += self._preemptions(state, pool, releases, waiting, now, moved)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
-    def _slow_runners(self, state: ClusterState, releases: _Releases | None, now: float) -> dict[str, tuple]:
-        if not (self.requeue_slow and releases is not None and releases.ends):
+    def _slow_runners(self, state: ClusterState, pool: FreePool, releases: _Releases | None,
+                      now: float) -> dict[str, tuple]:
+        # A move needs GPUs free when the call starts (placements only take GPUs): with none, skip
+        # the scan of the running jobs, which most calls on a busy cluster would pay for nothing.
+        if not (self.requeue_slow and releases is not None and releases.ends) or \
+                not any(n > 0 for n in pool.totals.values()):
             return {}
         return slow_runners(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
                             self._requeue_gain_s)
