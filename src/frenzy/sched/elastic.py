@@ -19,7 +19,7 @@ restart (start-up + checkpoint restore) that every resize costs:
     per GPU of the new plan first. A higher bar keeps GPUs free for the next arrivals, but a job
     left on slow GPUs costs more: when the bar was chosen, on the six bench/sim_jct.py runs over
     seeds 0-2, the mean cut against sia was +16.4% at 1 restart, +16.7% at 3, +15.9% at 5 and
-    +15.7% at 10 and at 20; with today's HAS, 10 gives +22.1% against +23.1% at 3 (twelve runs).
+    +15.7% at 10 and at 20; with HAS before the re-queue, 10 gave +22.1% against +23.1% at 3 (twelve runs).
 A job is resized only after MIN_RUN_S since its last (re)start, so nothing is bounced back and forth.
 """
 

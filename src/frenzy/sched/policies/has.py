@@ -46,9 +46,10 @@ from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
 RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
 # A plan more than this many times slower than the job's fastest one is not offered: a job put on
-# far slower GPUs moves to faster ones only when they are idle (frenzy.sched.elastic). Chosen on the
-# bench/sim_jct.py slices (mean cut vs sia then: 4 -> 10%, 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%;
-# with today's HAS over twelve runs x seeds 0-2: 5 -> 21.6%, 6 -> 23.1%, 8 -> 20.9%, 12 -> 21.8%).
+# far slower GPUs holds them long, and moves to faster ones only by re-queueing for them
+# (frenzy.sched.elastic). Chosen on the bench/sim_jct.py slices (mean cut vs sia then: 4 -> 10%,
+# 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%; over twelve runs x seeds 0-2 before the re-queue:
+# 5 -> 21.6%, 6 -> 23.1%, 8 -> 20.9%, 12 -> 21.8%; with it: 6 -> 24.9%, 8 -> 25.0%).
 MAX_SLOWDOWN = 6.0
 # Nor a plan more than this many times slower than the job's fastest plan on the same GPU type: under
 # contention plans are walked leanest first, and a plan of a few GPUs that is many times slower than
@@ -59,7 +60,8 @@ MAX_TYPE_SLOWDOWN = 3.0
 # for every head of the queue (0) kept jobs behind it off GPUs they could have used and finished on;
 # highest-response-ratio order and preemption already serve most jobs, so the reservation is left
 # to guard the rare job they starve. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean
-# cut vs sia): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%, 5 -> 21.5%, 10 -> 22.6%, 20 -> 23.1%, never -> 22.9%.
+# cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%, 5 -> 21.5%, 10 -> 22.6%,
+# 20 -> 23.1%, never -> 22.9%.
 RESERVE_AFTER_RUNS = 20.0
 
 
