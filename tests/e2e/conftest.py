@@ -38,6 +38,17 @@ def ray_cluster(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture
+def ray_view(ray_cluster):
+    """This test process connected to the Ray cluster as a driver, to read what Ray itself holds;
+    disconnected afterwards (the cluster will not stop under a connected driver)."""
+    import ray
+
+    ray.init(address=ray_cluster[0].address, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
 class Server:
     def __init__(self, address: str, home: Path):
         self.port = _free_port()

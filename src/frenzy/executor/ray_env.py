@@ -17,8 +17,10 @@ import sys
 from pathlib import Path
 
 DEFAULT_TOKEN_PATH = Path("~/.frenzy/ray_auth_token")
-# Seconds Ray Train waits for a worker group's placement group before failing the attempt: an
-# infeasible request fails fast instead of hanging (the loop checks feasibility first anyway).
+# Seconds Ray Train waits for a worker group's placement group before removing it and asking again.
+# It asks again without limit (FailureConfig.controller_failure_limit is -1 by default), so an
+# attempt whose GPUs never come free stays placed; the loop checks feasibility before submitting,
+# and cancel gives GPUs back at once (placement.py), so that needs GPUs held outside Frenzy.
 WORKER_GROUP_START_TIMEOUT_S = "120"
 
 

@@ -1,10 +1,15 @@
 """The Executor on Ray: discovery from node resources and labels, feasibility against the live
-nodes, one detached AttemptRunner actor per attempt, and events polled from those actors."""
+nodes, one detached AttemptRunner actor per attempt, and events polled from those actors.
+
+An attempt's GPUs are free in Ray once `cancel()` returns, or once `poll()` has reported the
+attempt finished: both remove the worker group's placement group (see `placement`) instead of
+leaving it to Ray Train's cleaner."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import ray
@@ -12,7 +17,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from frenzy.control.ports import Event, Finished, Launch, LogLines, NodeInfo, Progress
 from frenzy.control.states import AttemptOutcome
-from frenzy.executor import ray_env
+from frenzy.executor import placement, ray_env
 from frenzy.executor.resources import NAMESPACE, node_info
 from frenzy.executor.runner import AttemptRunner, actor_name
 
@@ -21,13 +26,22 @@ POLL_TIMEOUT_S = 10
 NODES_TTL_S = 1.0
 
 
+@dataclass(slots=True)
+class _Tracked:
+    """An attempt this server collects events from."""
+
+    handle: object  # the AttemptRunner actor
+    cursor: int = 0  # events already collected
+    placement_group: str | None = None  # hex id, once its workers have named it
+
+
 class RayExecutor:
     def __init__(self, *, address: str, storage_root: Path, fake_cluster: bool):
         ray_env.configure(fake_cluster=fake_cluster)
         if not ray.is_initialized():
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
         self.storage_root = Path(storage_root).expanduser()
-        self._active: dict[tuple[str, int], list] = {}  # (job, attempt) -> [handle, cursor]
+        self._active: dict[tuple[str, int], _Tracked] = {}
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
 
     # ---- discovery ------------------------------------------------------------------------
@@ -60,12 +74,22 @@ class RayExecutor:
                    "allocation": [list(p) for p in launch.allocation], "worker_config": launch.worker_config}
         handle = AttemptRunner.options(name=actor_name(launch.job_id, launch.attempt), namespace=NAMESPACE,
                                        lifetime="detached").remote(payload, str(self.storage_root / "ray"))
-        self._active[(launch.job_id, launch.attempt)] = [handle, 0]
+        self._active[(launch.job_id, launch.attempt)] = _Tracked(handle)
 
     def cancel(self, job_id: str, attempt: int) -> None:
-        entry = self._active.pop((job_id, attempt), None)
-        handle = entry[0] if entry else _find(job_id, attempt)
-        if handle is not None:
+        """Stop the attempt; its GPUs are free in Ray when this returns, except for an attempt whose
+        workers are still starting: its runner frees them as soon as they have started."""
+        tracked = self._active.pop((job_id, attempt), None)
+        handle = tracked.handle if tracked else _find(job_id, attempt)
+        if handle is None:
+            return
+        try:
+            kill_now = ray.get(handle.cancel.remote(), timeout=POLL_TIMEOUT_S)
+        except (RayActorError, GetTimeoutError):  # the runner cannot release: do it from here
+            ray.kill(handle, no_restart=True)
+            _release(tracked)
+            return
+        if kill_now:
             ray.kill(handle, no_restart=True)
 
     def is_running(self, job_id: str, attempt: int) -> bool:
@@ -81,31 +105,41 @@ class RayExecutor:
     def adopt(self, job_id: str, attempt: int) -> None:
         handle = _find(job_id, attempt)
         if handle is not None:
-            self._active[(job_id, attempt)] = [handle, 0]
+            self._active[(job_id, attempt)] = _Tracked(handle)
 
     def poll(self) -> list[Event]:
         out: list[Event] = []
-        for key, entry in list(self._active.items()):
-            handle, cursor = entry
+        for key, tracked in list(self._active.items()):
             try:
-                events, entry[1], _state = ray.get(handle.poll.remote(cursor), timeout=POLL_TIMEOUT_S)
+                events, tracked.cursor, _state = ray.get(tracked.handle.poll.remote(tracked.cursor),
+                                                         timeout=POLL_TIMEOUT_S)
             except GetTimeoutError:
                 continue  # busy; next step
-            except RayActorError as exc:
+            except RayActorError as exc:  # its Train controller died with it and left the group behind
                 self._active.pop(key, None)
+                _release(tracked)
                 out.append(Finished(job_id=key[0], attempt=key[1], outcome=AttemptOutcome.LOST,
                                     error=f"attempt runner died: {exc}"))
                 continue
             for event in events:
-                out.extend(_convert(key, event))
-                if event["kind"] == "finished":
+                if event["kind"] == "placement_group":
+                    tracked.placement_group = event["id"]
+                    continue
+                if event["kind"] == "finished":  # Ray Train has removed the group; make sure of it first
                     self._active.pop(key, None)
-                    ray.kill(handle, no_restart=True)
+                    ray.kill(tracked.handle, no_restart=True)
+                    _release(tracked)
+                out.extend(_convert(key, event))
         return out
 
     def shutdown(self) -> None:
         """Disconnect; attempts keep running (detached) for the next server to adopt."""
         ray.shutdown()
+
+
+def _release(tracked: _Tracked | None) -> None:
+    if tracked is not None and tracked.placement_group is not None:
+        placement.release(tracked.placement_group)
 
 
 def _find(job_id: str, attempt: int):

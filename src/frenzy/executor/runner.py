@@ -3,7 +3,10 @@ placement and buffers its per-step reports.
 
 Why an actor and not `fit()` in the server: a detached actor outlives the server process, so a
 restarted server finds the attempt by name and keeps collecting its reports (`adopt`), instead of
-losing the run. The server polls it; `ray.kill` on it tears the trainer and its workers down.
+losing the run. The server polls it. To cancel, the server calls `cancel()`, which removes the
+worker group's placement group (so the GPUs are free when it returns), then `ray.kill`s the runner,
+which tears the trainer down. A runner cancelled before its workers have named their group (they
+are still starting) removes the group the moment they do, and then ends itself.
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ import traceback
 
 import ray
 
+from frenzy.executor import placement
 from frenzy.executor.resources import LABEL_NODE, NAMESPACE, gpu_resource
+
+# A runner cancelled during start-up waits this long for its workers to name their placement group,
+# then ends itself anyway: its group is still waiting for GPUs (Ray Train retries a worker-group
+# start that times out, see ray_env, without limit), and waiting longer frees nothing sooner.
+NAMELESS_CANCEL_GRACE_S = 180.0
 
 
 def actor_name(job_id: str, attempt: int) -> str:
@@ -59,6 +68,8 @@ class AttemptRunner:
         self.launch, self.storage_path = launch, storage_path
         self.events: list[dict] = []
         self.state = "starting"
+        self.placement_group: str | None = None  # hex id, once rank 0 has named it
+        self.cancelled = False
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -67,12 +78,11 @@ class AttemptRunner:
         from ray.train import FailureConfig, RunConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
-        from frenzy.train.worker import train_loop
-
         launch = self.launch
         fake = launch["worker_config"]["fake_gpu"]
         trainer = TorchTrainer(
-            train_loop, train_loop_config=launch["worker_config"], scaling_config=scaling_config(launch),
+            placement.train_after_reporting_placement_group, train_loop_config=launch["worker_config"],
+            scaling_config=scaling_config(launch),
             torch_config=TorchConfig(backend="gloo" if fake else "nccl"),
             run_config=RunConfig(name=f"{launch['job_id']}-attempt-{launch['attempt']}",
                                  storage_path=self.storage_path,
@@ -89,6 +99,38 @@ class AttemptRunner:
         with self.lock:
             self.events.append({"kind": "finished", "outcome": outcome, "error": error, "t": time.time()})
             self.state = outcome
+            cancelled = self.cancelled
+        if cancelled:  # nobody polls a cancelled attempt: end here rather than linger
+            self._end_self()
+
+    def hold_placement_group(self, group_id: str) -> None:
+        """Rank 0 names the worker group's placement group (before training starts)."""
+        with self.lock:
+            self.placement_group = group_id
+            self.events.append({"kind": "placement_group", "id": group_id, "t": time.time()})
+            cancelled = self.cancelled
+        if cancelled:
+            placement.release(group_id)
+
+    def cancel(self) -> bool:
+        """Give the attempt's GPUs back now. True: they are free (or were never taken, or the run
+        is over and Ray Train gave them back) and the caller may kill this runner. False: the
+        workers have not named their group yet; this runner removes it when they do
+        (`hold_placement_group`) and then ends itself."""
+        with self.lock:
+            self.cancelled = True
+            group_id, training = self.placement_group, self.state in ("starting", "running")
+        if group_id is not None:
+            placement.release(group_id)
+            return True
+        if not training:
+            return True
+        threading.Timer(NAMELESS_CANCEL_GRACE_S, self._end_self).start()
+        return False
+
+    @staticmethod
+    def _end_self() -> None:
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     def push(self, metrics: list[dict]) -> None:
         with self.lock:
