@@ -25,7 +25,7 @@ each running job's expected end) make it time-aware:
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
-job it may touch.
+job it may touch, and the re-queue O(running jobs) when some GPU is free.
 """
 
 from __future__ import annotations
