@@ -86,9 +86,10 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
 
 def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
                  seconds_of: Callable[[QueuedJob], dict], min_gain_s: float) -> dict[str, tuple]:
-    """Running jobs (past MIN_RUN_S) with a usable plan REQUEUE_MIN_SPEEDUP x faster per step whose
-    remaining time would drop by at least `min_gain_s`, by job id: (the job re-queued for its
-    remaining steps with its original submit time, the running job, its seconds per step now)."""
+    """Running jobs (past MIN_RUN_S) with usable plans REQUEUE_MIN_SPEEDUP x faster per step that
+    would cut their remaining time by at least `min_gain_s`, by job id: (the job re-queued for its
+    remaining steps with its original submit time, the running job, those faster plans in the
+    order `options_of` lists them)."""
     out = {}
     for run in state.running:
         if run.job is None or run.expected_end_s is None or now - run.start_time_s < MIN_RUN_S:
@@ -97,11 +98,12 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
         step_s = seconds.get(id(run.choice))
         if not step_s or seconds["fastest"] * REQUEUE_MIN_SPEEDUP > step_s:
             continue  # cheap test first: no plan at all is fast enough
-        best = min((s for _, _, s in options_of(run.job)), default=step_s)
         steps_left = (run.expected_end_s - now) / step_s
-        if best * REQUEUE_MIN_SPEEDUP <= step_s and steps_left * (step_s - best) >= min_gain_s:
+        faster = [plan for plan, _, s in options_of(run.job)
+                  if s * REQUEUE_MIN_SPEEDUP <= step_s and steps_left * (step_s - s) >= min_gain_s]
+        if faster:
             job = replace(run.job, spec=replace(run.job.spec, steps=max(1, round(steps_left))))
-            out[run.job_id] = (job, run, step_s)
+            out[run.job_id] = (job, run, faster)
     return out
 
 

@@ -36,8 +36,8 @@ from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, REQUEUE_MIN_SPEEDUP, grow_into_idle,
-                                  resizable_jobs, shrink_for, slow_runners)
+from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
+                                  slow_runners)
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.registry import register
@@ -251,10 +251,10 @@ class HeterogeneityAwareScheduler:
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
-            plans = _usable_plans(job, self.slowdowns, usable)
             if job.job_id in movers:
-                decisions += self._move_if_fits(job, movers[job.job_id], plans, pool, profile, reservation, now)
+                decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
+            plans = _usable_plans(job, self.slowdowns, usable)
             if contended and self.lean_when_contended:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -303,15 +303,12 @@ class HeterogeneityAwareScheduler:
         return slow_runners(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
                             self._requeue_gain_s)
 
-    def _move_if_fits(self, job: QueuedJob, mover, plans, pool: FreePool, profile: _Profile | None,
+    def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: _Profile | None,
                       reservation: _Reservation | None, now: float) -> list[Decision]:
         """Move a re-queued running job (`job.spec.steps`: the steps it has left) to the first of
         its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
         running where it is."""
-        _, run, step_s = mover
-        seconds = step_seconds(job)
-        faster = [c for c in plans if seconds[id(c)] * REQUEUE_MIN_SPEEDUP <= step_s
-                  and job.spec.steps * (step_s - seconds[id(c)]) >= self._requeue_gain_s]
+        _, run, faster = mover
         rank, allocation = self._first_now(job, faster, pool, reservation, now)
         if allocation is None:
             return []
