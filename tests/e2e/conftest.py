@@ -30,6 +30,9 @@ def ray_cluster(tmp_path_factory):
     home = tmp_path_factory.mktemp("frenzy-home")
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(home / "ray_auth_token")  # token auth on, test-local token
     os.environ.pop("RAY_AUTH_MODE", None)
+    # Ray Train's wait for a worker group's GPUs (120 s by default, see ray_env): shortened so that
+    # the test of GPUs held outside Frenzy sees its attempt lost in seconds. Set before Ray starts.
+    os.environ["RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"] = "8"
     from frenzy.executor.fake_cluster import FakeCluster, parse_nodes
 
     cluster = FakeCluster(parse_nodes(NODES))

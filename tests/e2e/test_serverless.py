@@ -1,7 +1,7 @@
 """End to end on real Ray (two fake GPU types) through the HTTP API: jobs run to success on the
 GPU types and nodes they were placed on, an OOM re-plans and resumes, cancel stops a run and gives
-its GPUs back to Ray at once, a killed server loses nothing, and bad specs are refused with what to
-change."""
+its GPUs back to Ray at once, a killed server loses nothing, an attempt whose GPUs never come is
+lost and re-planned rather than left waiting, and bad specs are refused with what to change."""
 
 from __future__ import annotations
 
@@ -144,3 +144,32 @@ def test_server_killed_mid_run_loses_nothing(client, server):
     assert [a["outcome"] for a in done["attempts_detail"]] == ["succeeded"]
     assert_placement_respected(done)
     assert any("re-attached" in ln["line"] for ln in client.logs(job["id"])["lines"])
+
+
+def test_gpus_held_outside_frenzy_lose_the_attempt_and_the_job_is_replanned(client, ray_view):
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    # Both A10Gs taken by a placement group Frenzy does not know of: the attempt's worker group cannot
+    # get its GPUs. After Ray Train's tries (8 s each here, see conftest) the attempt ends as lost and
+    # the job is re-planned instead of waiting for ever; once the GPUs are back it runs to the end.
+    outside = placement_group([{"gpu_type:A10G-24G": 1}] * 2)
+    ray_view.get(outside.ready(), timeout=60)
+    try:
+        job = client.submit({"model": TINY, "global_batch": 8, "seq_len": 64, "steps": 3,
+                             "limits": {"gpu_types": ["A10G-24G"]}})
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            attempts = client.job(job["id"])["attempts_detail"]
+            if attempts and attempts[0]["outcome"] != "running":
+                break
+            time.sleep(1)
+        first = client.job(job["id"])["attempts_detail"][0]
+        assert first["outcome"] == "lost", first
+        assert "WorkerGroupStartupTimeoutError" in first["error"]
+    finally:
+        remove_placement_group(outside)
+    done = wait_for(client, job["id"], {"succeeded", "failed"})
+    assert done["state"] == "succeeded", done["failure_reason"]
+    assert done["attempts_detail"][-1]["outcome"] == "succeeded" and done["progress"]["step"] == 3
+    assert any("was lost" in ln["line"] for ln in client.logs(job["id"])["lines"])
+    assert_placement_respected(done)

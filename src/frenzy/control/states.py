@@ -54,7 +54,7 @@ class AttemptOutcome(Enum):
     OOM = "oom"
     FAILED = "failed"
     CANCELLED = "cancelled"
-    LOST = "lost"  # its Ray actors vanished (server or node restart); resumed from its checkpoint
+    LOST = "lost"  # its Ray actors vanished, or Ray never gave it its GPUs; re-planned, resumes from its checkpoint
 
     @property
     def is_final(self) -> bool:

@@ -17,13 +17,18 @@ import traceback
 
 import ray
 
-from frenzy.executor import placement
+from frenzy.executor import placement, ray_env
 from frenzy.executor.resources import LABEL_NODE, NAMESPACE, gpu_resource
 
 # A runner cancelled during start-up waits this long for its workers to name their placement group,
 # then ends itself anyway: its group is still waiting for GPUs (Ray Train retries a worker-group
-# start that times out, see ray_env, without limit), and waiting longer frees nothing sooner.
+# start that times out, see ray_env), and waiting longer frees nothing sooner.
 NAMELESS_CANCEL_GRACE_S = 180.0
+# What Ray Train raises when the attempt's GPUs are not there (matched by name: the classes live in
+# Ray Train's internal modules): they never came free, or the cluster no longer has them (a node
+# left). The attempt is lost, not failed: the job is re-planned and resumes from its checkpoint.
+PLACEMENT_LOST = {"WorkerGroupStartupTimeoutError", "WorkerGroupStartupFailedError",
+                  "InsufficientClusterResourcesError", "PreemptionError"}
 
 
 def actor_name(job_id: str, attempt: int) -> str:
@@ -86,7 +91,10 @@ class AttemptRunner:
             torch_config=TorchConfig(backend="gloo" if fake else "nccl"),
             run_config=RunConfig(name=f"{launch['job_id']}-attempt-{launch['attempt']}",
                                  storage_path=self.storage_path,
-                                 failure_config=FailureConfig(max_failures=0),  # Frenzy re-plans, Ray does not retry
+                                 # Frenzy re-plans; Ray retries only a start whose GPUs are slow to free
+                                 failure_config=FailureConfig(
+                                     max_failures=0, max_preemption_failures=0,
+                                     controller_failure_limit=ray_env.WORKER_GROUP_START_RETRIES),
                                  callbacks=[_callback(actor_name(launch["job_id"], launch["attempt"]))]))
         self.state = "running"
         try:
@@ -142,7 +150,7 @@ class AttemptRunner:
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    """('oom' | 'failed', message) from what `fit()` raised."""
+    """('oom' | 'lost' | 'failed', message) from what `fit()` raised."""
     import torch
 
     causes: list[BaseException] = []
@@ -151,7 +159,13 @@ def classify(exc: BaseException) -> tuple[str, str]:
     seen = exc
     while seen is not None and len(causes) < 20:
         causes.append(seen)
+        controller = getattr(seen, "controller_failure", None)
+        if isinstance(controller, BaseException):
+            causes.append(controller)
         seen = seen.__cause__ or seen.__context__
+    lost = next((c for c in causes if type(c).__name__ in PLACEMENT_LOST), None)
+    if lost is not None:
+        return "lost", f"Ray did not give it its GPUs: {type(lost).__name__}: {str(lost).split('. ')[0]}"
     text = "\n".join(f"{type(c).__name__}: {c}" for c in causes) or "".join(traceback.format_exception(exc))
     oom = any(isinstance(c, torch.OutOfMemoryError) for c in causes) or "OutOfMemoryError" in text \
         or "CUDA out of memory" in text
