@@ -214,3 +214,21 @@ def test_a_completion_calls_an_event_driven_policy_even_with_an_empty_queue():
     a, b = sim.jobs
     assert b.finish_s < a.finish_s
     assert (b.finish_s, 0, 1) in policy.calls
+
+
+def test_a_sia_that_sees_true_peaks_never_runs_out_of_memory(shared_traces):
+    # Shipped, sia's profiling reports MARP's prediction with no margin: where a job's seeded true
+    # peak is higher, the configuration runs out of memory. With the simulator's true peaks as its
+    # judge (Simulator.true_fits) it never does, and still finishes every job.
+    from frenzy.sched.policies.sia import SiaScheduler
+    from frenzy.sim.workload import load_trace
+
+    spec = load_cluster("sia-64")
+    jobs = load_trace(shared_traces / "elasticflow" / "ef" / "cluster04.csv", seed=0, max_jobs=120, skip_jobs=6000)
+    shipped = Simulator(spec, SiaScheduler(), jobs, SimConfig(seed=0)).run().summary()
+    oracle = SiaScheduler()
+    sim = Simulator(spec, oracle, jobs, SimConfig(seed=0))
+    oracle.fits = sim.true_fits
+    seen = sim.run().summary()
+    assert shipped["oom_restarts"] > 0
+    assert seen["oom_restarts"] == 0 and seen["finished"] == seen["jobs"] == len(jobs)

@@ -29,7 +29,7 @@ from frenzy.core.errors import FrenzyError, NoFeasiblePlanError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
-from frenzy.memory.plans import plan_job
+from frenzy.memory.plans import PlanChoice, plan_job
 from frenzy.memory.ranking import rank_key
 from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
@@ -117,6 +117,12 @@ class Simulator:
         self.busy_gpus = 0
         self._state: ClusterState | None = None
         self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
+
+    def true_fits(self, job: QueuedJob, choice: PlanChoice) -> bool:
+        """Whether the job's true peak under `choice` fits the GPU: what a profiling run that never
+        misses would report (a memory oracle for baselines; Frenzy plans from MARP alone)."""
+        error = self.by_id[job.job_id].error
+        return truth.true_peak_bytes(peak_bytes(choice.memory), error) <= choice.gpu.memory_bytes
 
     # ---- setup -----------------------------------------------------------------------------
 

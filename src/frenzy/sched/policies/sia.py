@@ -7,16 +7,18 @@ throughput over the job's slowest feasible one), p = 0.5 and the no-allocation p
 the Sia artifact's SiaILP defaults; a running job's configurations other than its current one have
 their utility discounted by RESTART_PENALTY (moving costs a checkpoint-restore). Solved with SciPy's `milp` (HiGHS). It knows each configuration's
 memory feasibility as Sia's profiling would (MARP's prediction, no margin) and runs the user's plan
-there (frenzy.sched.configs). Goodput = throughput: fixed global batches keep statistical efficiency
+there (frenzy.sched.configs); `fits` replaces that with another judge of a configuration, e.g. the
+simulator's true peaks (Simulator.true_fits), for a Sia whose profiling never misses. Goodput = throughput: fixed global batches keep statistical efficiency
 at 1.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
+from frenzy.memory.plans import PlanChoice
 from frenzy.sched.configs import config_choice
 from frenzy.sched.pool import FreePool
 from frenzy.sched.registry import register
@@ -32,8 +34,10 @@ SOLVER_TIME_LIMIT_S = 60.0
 MIP_RELATIVE_GAP = 0.005
 
 
-def job_configs(job: QueuedJob, pool: FreePool, types: list[str]) -> list[tuple[str, int, object]]:
-    """(type, count, ConfigChoice) for every configuration predicted to fit in memory."""
+def job_configs(job: QueuedJob, pool: FreePool, types: list[str],
+                fits: Callable[[QueuedJob, PlanChoice], bool] | None = None) -> list[tuple[str, int, object]]:
+    """(type, count, ConfigChoice) for every configuration predicted to fit in memory (and that
+    `fits`, if given, accepts)."""
     limit = MAX_SCALE * requested_gpus(job)
     out = []
     for gpu_type in types:
@@ -42,7 +46,7 @@ def job_configs(job: QueuedJob, pool: FreePool, types: list[str]) -> list[tuple[
         n = 1
         while n <= min(limit, pool.capacity[gpu_type]):
             config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type])
-            if config is not None and config.fits_predicted:
+            if config is not None and config.fits_predicted and (fits is None or fits(job, config.choice)):
                 out.append((gpu_type, n, config))
             n *= 2
     return out
@@ -98,6 +102,9 @@ class SiaScheduler:
     round_s = ROUND_S
     rotates = False  # an unchanged state gives the same allocation: no need to re-solve
 
+    def __init__(self, *, fits: Callable[[QueuedJob, PlanChoice], bool] | None = None):
+        self.fits = fits
+
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
         types = type_order(state)
@@ -106,7 +113,7 @@ class SiaScheduler:
         current = {r.job.job_id: r for r in running}
         options, entries = [], []
         for job in jobs:
-            configs = job_configs(job, pool, types)
+            configs = job_configs(job, pool, types, self.fits)
             slowest = max((c.step_time_s for _, _, c in configs), default=1.0)
             here = current.get(job.job_id)
             scored = []
