@@ -5,11 +5,11 @@ jobs x configurations (GPU type, power-of-two GPU count up to MAX_SCALE x the re
 sum_j sum_c x_jc (U_jc^p + LAMBDA_NO_ALLOC), U_jc the normalised goodput (the configuration's
 throughput over the job's slowest feasible one), p = 0.5 and the no-allocation penalty 1.1 as in
 the Sia artifact's SiaILP defaults; a running job's configurations other than its current one have
-their utility discounted by RESTART_PENALTY (moving costs a checkpoint-restore). Solved with SciPy's `milp` (HiGHS). It knows each configuration's
-memory feasibility as Sia's profiling would (MARP's prediction, no margin) and runs the user's plan
-there (frenzy.sched.configs); `fits` replaces that with another judge of a configuration, e.g. the
-simulator's true peaks (Simulator.true_fits), for a Sia whose profiling never misses. Goodput = throughput: fixed global batches keep statistical efficiency
-at 1.
+their utility discounted by RESTART_PENALTY (moving costs a checkpoint-restore). Solved with SciPy's
+`milp` (HiGHS). It knows each configuration's memory feasibility as Sia's profiling would (MARP's
+prediction, no margin) and runs the user's plan there (frenzy.sched.configs); `fits` adds another
+judge of a configuration, e.g. the simulator's true peaks (Simulator.true_fits), for a Sia whose
+profiling never misses. Goodput = throughput: fixed global batches keep statistical efficiency at 1.
 """
 
 from __future__ import annotations
