@@ -7,8 +7,9 @@ shared, and when jobs end the survivors can use what is left. Sia gets both by r
 round; HAS resizes on events, and only where the predicted sum of JCTs falls, counting the
 restart (start-up + checkpoint restore) that every resize costs:
   - shrink: a waiting job W takes GPUs that running jobs on its plan's type give back (each moving
-    to a smaller plan of its own, at most MAX_SHRINK_SLOWDOWN x slower per step) when W's predicted finish improves by more than the victims'
-    total slowdown (restart + remaining steps x step-time increase);
+    to a smaller plan of its own, at most MAX_SHRINK_SLOWDOWN x slower per step) when W's
+    predicted finish improves by more than the victims' total slowdown (restart + remaining steps
+    x step-time increase);
   - re-queue: a running job on a plan at least REQUEUE_MIN_SPEEDUP x slower per step than its
     fastest usable one (it started on what was free while faster GPUs were busy; HAS's patience
     counts on it moving once they free) queues again for the faster plans that save it at least

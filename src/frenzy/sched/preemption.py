@@ -7,7 +7,8 @@ trade is clearly good: the victim's predicted remaining time is at least PREEMPT
 waiting job's whole run, and the victim has run at least MIN_RUN_S since it (re)started, so that no
 job is bounced back and forth and the restart cost (start-up + checkpoint restore, ~90 s) stays
 small next to what the short job saves. The constants were chosen on the bench/sim_jct.py slices
-(factor 3 / 300 s / 16 jobs per call against 8 / 1800 s / 4 and 4 / 600 s / 8). The victim keeps its progress (checkpoint on stop) and queues again.
+(factor 3 / 300 s / 16 jobs per call against 8 / 1800 s / 4 and 4 / 600 s / 8). The victim keeps
+its progress (checkpoint on stop) and queues again.
 """
 
 from __future__ import annotations

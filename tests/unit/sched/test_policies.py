@@ -360,3 +360,10 @@ def test_frenzy_rejects_bad_settings_with_a_clear_error():
         HeterogeneityAwareScheduler(order="lifo")
     with pytest.raises(ValueError, match="grow_min_gain .* must be >= 0"):
         HeterogeneityAwareScheduler(grow_min_gain=-1.0)
+
+
+def test_sia_memory_judge_must_be_a_function():
+    from frenzy.sched.policies.sia import SiaScheduler
+
+    with pytest.raises(TypeError, match="Simulator.true_fits"):
+        SiaScheduler(fits=True)

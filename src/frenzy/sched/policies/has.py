@@ -272,7 +272,8 @@ class HeterogeneityAwareScheduler:
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
                 wait = self._best_wait(job, faster, pool, profile)
-            if allocation is not None and (wait is None or self._finish_now_s(job, plans[rank], wait, pool, now) <= wait[0]):
+            if allocation is not None and \
+                    (wait is None or self._finish_now_s(job, plans[rank], wait, pool, now) <= wait[0]):
                 choice = plans[rank]
                 if reservation is not None and choice.gpu.name == reservation.gpu_type and \
                         now + self._run_s(job, choice, pool) > reservation.start_s:
@@ -366,8 +367,8 @@ class HeterogeneityAwareScheduler:
     def _finish_now_s(self, job: QueuedJob, now_plan: PlanChoice, wait, pool: FreePool, now: float) -> float:
         """Predicted finish if the job starts on `now_plan` now: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
-        checkpoint-restart (the grow pass, frenzy.sched.elastic) with the steps it has left,
-        whichever ends sooner. Counting the move keeps a long job from idling while the GPUs it
+        checkpoint-restart (the re-queue of slow runners or the grow pass, frenzy.sched.elastic)
+        with the steps it has left, whichever ends sooner. Counting the move keeps a long job from idling while the GPUs it
         waits for are still busy: it makes progress on what is free and moves later."""
         _, start, later = wait
         compute_now = self._run_s(job, now_plan, pool) - self.startup_estimate_s

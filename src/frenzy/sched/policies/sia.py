@@ -103,6 +103,8 @@ class SiaScheduler:
     rotates = False  # an unchanged state gives the same allocation: no need to re-solve
 
     def __init__(self, *, fits: Callable[[QueuedJob, PlanChoice], bool] | None = None):
+        if fits is not None and not callable(fits):
+            raise TypeError(f"fits must be a function (job, plan) -> bool, e.g. Simulator.true_fits; got {fits!r}")
         self.fits = fits
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
