@@ -1,8 +1,7 @@
 """What each part of HAS is worth: average JCT against `sia` with one part switched off at a time,
 on the bench/sim_jct.py slices and on three more slices, for one or more seeds (trace mapping and
 memory errors; a single run moves by several points from small changes, so constants are judged
-over seeds). Writes
-docs/BENCHMARKS.md#sim-ablation.
+over seeds). Writes docs/BENCHMARKS.md#sim-ablation.
     python bench/sim_ablation.py [--seeds 0,1,2]
 """
 

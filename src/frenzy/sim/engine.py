@@ -121,8 +121,11 @@ class Simulator:
     def true_fits(self, job: QueuedJob, choice: PlanChoice) -> bool:
         """Whether the job's true peak under `choice` fits the GPU: what a profiling run that never
         misses would report (a memory oracle for baselines; Frenzy plans from MARP alone)."""
-        error = self.by_id[job.job_id].error
-        return truth.true_peak_bytes(peak_bytes(choice.memory), error) <= choice.gpu.memory_bytes
+        return self._truly_fits(self.by_id[job.job_id], choice)
+
+    def _truly_fits(self, job: SimJob, choice: PlanChoice) -> bool:
+        peak = truth.true_peak_bytes(peak_bytes(choice.memory), job.error)
+        return peak <= self.types[choice.gpu.name].memory_bytes
 
     # ---- setup -----------------------------------------------------------------------------
 
@@ -261,7 +264,7 @@ class Simulator:
                 raise SimulationError(f"job {d.job_id}: {gpus} GPUs on {name} split a tensor-parallel group of {tp}")
             self._set_free(name, -gpus)
         gpu = self.types[gpu_name]
-        oom = truth.true_peak_bytes(peak_bytes(d.choice.memory), job.error) > gpu.memory_bytes
+        oom = not self._truly_fits(job, d.choice)
         startup = self.config.startup_s + (self.config.restore_s if job.started_before else 0.0)
         step_s = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation),
                            inter_node_bandwidth_bytes_s=self.bandwidth[gpu_name]).total_s

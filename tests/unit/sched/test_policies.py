@@ -14,8 +14,8 @@ from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.policies.gavel import max_min_fractions
 from frenzy.sched.policies.has import step_seconds
-from frenzy.sched.pool import FreePool
 from frenzy.sched.policies.sia import solve
+from frenzy.sched.pool import FreePool
 
 TYPES = ("T4-16G", "A100-SXM-40G")
 

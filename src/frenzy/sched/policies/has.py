@@ -368,8 +368,9 @@ class HeterogeneityAwareScheduler:
         """Predicted finish if the job starts on `now_plan` now: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
         checkpoint-restart (the re-queue of slow runners or the grow pass, frenzy.sched.elastic)
-        with the steps it has left, whichever ends sooner. Counting the move keeps a long job from idling while the GPUs it
-        waits for are still busy: it makes progress on what is free and moves later."""
+        with the steps it has left, whichever ends sooner. Counting the move keeps a long job from
+        idling while the GPUs it waits for are still busy: it makes progress on what is free and
+        moves later."""
         _, start, later = wait
         compute_now = self._run_s(job, now_plan, pool) - self.startup_estimate_s
         finish = now + self.startup_estimate_s + compute_now
