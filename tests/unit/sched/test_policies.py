@@ -107,8 +107,9 @@ def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
 def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio():
     # The head runs on T4s (started there while the A100s were busy); one A100 frees at t=1000 s,
     # when a new job also wants it. Idle-only growth would leave the head on T4s while anyone waits;
-    # re-queued, the head (waiting since t=0) outranks the newcomer (ratio 1), moves to the A100,
-    # and the newcomer starts on the T4s it left.
+    # re-queued, the head (waiting since t=0) outranks the newcomer (ratio 1) by response ratio,
+    # moves to the A100, and the newcomer starts on the T4s it left. (By work, the default order,
+    # the newcomer, with a tenth of the head's steps, goes first: checked last.)
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
 
     head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
@@ -122,13 +123,50 @@ def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio(
     state = ClusterState(nodes=_nodes(free), running=(on_t4, long_job))
     new = _job("new", model="Qwen/Qwen2.5-0.5B", steps=20_000, submit=1000.0)
 
-    decisions = HeterogeneityAwareScheduler().schedule(state, [new], now=1000.0)
+    decisions = HeterogeneityAwareScheduler(order="hrrn").schedule(state, [new], now=1000.0)
     moved = {d.job_id: d.choice.gpu.name for d in decisions if isinstance(d, Place)}
     assert [type(d) for d in decisions][:2] == [Preempt, Place] and decisions[0].job_id == "head"
     assert moved == {"head": "A100-SXM-40G", "new": "T4-16G"}
     _check(decisions, state)
-    decisions = HeterogeneityAwareScheduler(requeue_slow=False).schedule(state, [new], now=1000.0)
-    assert [(type(d), d.job_id, d.choice.gpu.name) for d in decisions] == [(Place, "new", "A100-SXM-40G")]
+    for policy in (HeterogeneityAwareScheduler(order="hrrn", requeue_slow=False), HeterogeneityAwareScheduler()):
+        decisions = policy.schedule(state, [new], now=1000.0)
+        assert [(type(d), d.job_id, d.choice.gpu.name) for d in decisions] == [(Place, "new", "A100-SXM-40G")]
+
+
+def _one_free_a100(job: QueuedJob, now: float) -> ClusterState:
+    """Every GPU busy except one A100, with jobs that started at `now` (too recent to preempt or
+    resize) and run for ~4 months."""
+    a100, t4 = (next(c for c in job.plans if c.gpu.name == t) for t in ("A100-SXM-40G", "T4-16G"))
+    running = (RunningJob(job_id="a", choice=a100, allocation=(("A100-SXM-40G-0", 4), ("A100-SXM-40G-1", 3)),
+                          start_time_s=now, expected_end_s=1e7),
+               RunningJob(job_id="t", choice=t4, allocation=(("T4-16G-0", 4), ("T4-16G-1", 4)), start_time_s=now,
+                          expected_end_s=1e7))
+    free = {"A100-SXM-40G-0": 0, "A100-SXM-40G-1": 1, "T4-16G-0": 0, "T4-16G-1": 0}
+    return ClusterState(nodes=_nodes(free), running=running)
+
+
+def test_frenzy_serves_the_least_work_first_and_ages_the_rest():
+    # `light` needs fewer GPU-seconds on its leanest plan than `quick`, whose preferred plan is the
+    # shorter run: response ratio serves `quick` first, smallest work first serves `light`; once
+    # `quick` has waited long next to its work, aging puts it first.
+    light = _job("light", batch=128, steps=1000)
+    quick = _job("quick", model="Qwen/Qwen2.5-0.5B", batch=8, steps=10_000)
+    work = {j.job_id: j.spec.steps * step_seconds(j)["leanest_gpu_s"] for j in (light, quick)}
+    run = {j.job_id: j.spec.steps * step_seconds(j)[id(j.plans[0])] for j in (light, quick)}
+    assert work["light"] < work["quick"] and run["quick"] < run["light"]
+    from frenzy.sched.policies.has import WORK_AGING, HeterogeneityAwareScheduler
+
+    state = _one_free_a100(light, now=1.0)
+    placed = {o: [d.job_id for d in HeterogeneityAwareScheduler(order=o).schedule(state, [light, quick], now=1.0)
+                  if isinstance(d, Place)] for o in ("work", "hrrn")}
+    assert placed == {"work": ["light"], "hrrn": ["quick"]}
+    # priority (1 + a w / work) / work: `quick` overtakes once w > (work_q / work_l - 1) / a x work_q
+    overtakes = (work["quick"] / work["light"] - 1) / WORK_AGING * work["quick"]
+    for waited, first in ((0.9 * overtakes, "light"), (1.1 * overtakes, "quick")):
+        old = QueuedJob(job_id="quick", spec=quick.spec, plans=quick.plans, submit_time_s=0.0)
+        new = QueuedJob(job_id="light", spec=light.spec, plans=light.plans, submit_time_s=waited)
+        decisions = HeterogeneityAwareScheduler().schedule(_one_free_a100(light, waited), [old, new], now=waited)
+        assert [d.job_id for d in decisions if isinstance(d, Place)] == [first]
 
 
 def test_fifo_blocks_behind_the_head_and_opportunistic_does_not():
