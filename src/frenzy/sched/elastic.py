@@ -13,7 +13,7 @@ restart (start-up + checkpoint restore) that every resize costs:
   - re-queue: a running job on a plan at least REQUEUE_MIN_SPEEDUP x slower per step than its
     fastest usable one (it started on what was free while faster GPUs were busy; HAS's patience
     counts on it moving once they free) queues again for the faster plans that save it at least
-    REQUEUE_MIN_GAIN restarts, by response ratio with the waiting jobs, and moves when one fits
+    REQUEUE_MIN_GAIN restarts, in the queue's order with the waiting jobs, and moves when one fits
     (`slow_runners`);
   - grow: GPUs of a type no waiting job can use go to running jobs (more GPUs of their type, or a
     faster type) whose remaining time drops by at least GROW_MIN_GAIN restarts, the largest saving

@@ -60,8 +60,8 @@ MAX_SLOWDOWN = 6.0
 MAX_TYPE_SLOWDOWN = 3.0
 # A waiting job holds a reservation once it has waited this many times its predicted run. Reserving
 # for every head of the queue (0) kept jobs behind it off GPUs they could have used and finished on;
-# highest-response-ratio order and preemption already serve most jobs, so the reservation is left
-# to guard the rare job they starve. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean
+# the queue's order (then highest response ratio next) and preemption already serve most jobs, so
+# the reservation is left to guard the rare job they starve. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean
 # cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%, 5 -> 21.5%, 10 -> 22.6%,
 # 20 -> 23.1%, never -> 22.9%.
 RESERVE_AFTER_RUNS = 20.0
