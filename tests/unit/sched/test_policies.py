@@ -157,15 +157,17 @@ def test_frenzy_serves_the_least_work_first_and_ages_the_rest():
     from frenzy.sched.policies.has import WORK_AGING, HeterogeneityAwareScheduler
 
     state = _one_free_a100(light, now=1.0)
-    placed = {o: [d.job_id for d in HeterogeneityAwareScheduler(order=o).schedule(state, [light, quick], now=1.0)
-                  if isinstance(d, Place)] for o in ("work", "hrrn")}
+    # (without the joint assignment, which would choose for both jobs itself)
+    placed = {o: [d.job_id for d in HeterogeneityAwareScheduler(order=o, assign_jobs=False).schedule(
+        state, [light, quick], now=1.0) if isinstance(d, Place)] for o in ("work", "hrrn")}
     assert placed == {"work": ["light"], "hrrn": ["quick"]}
     # priority (1 + a w / work) / work: `quick` overtakes once w > (work_q / work_l - 1) / a x work_q
     overtakes = (work["quick"] / work["light"] - 1) / WORK_AGING * work["quick"]
     for waited, first in ((0.9 * overtakes, "light"), (1.1 * overtakes, "quick")):
         old = QueuedJob(job_id="quick", spec=quick.spec, plans=quick.plans, submit_time_s=0.0)
         new = QueuedJob(job_id="light", spec=light.spec, plans=light.plans, submit_time_s=waited)
-        decisions = HeterogeneityAwareScheduler().schedule(_one_free_a100(light, waited), [old, new], now=waited)
+        decisions = HeterogeneityAwareScheduler(assign_jobs=False).schedule(_one_free_a100(light, waited), [old, new],
+                                                                            now=waited)
         assert [d.job_id for d in decisions if isinstance(d, Place)] == [first]
 
 
@@ -309,18 +311,21 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
 
 
 def test_frenzy_offers_no_plan_far_slower_than_the_jobs_best_on_that_type():
-    # Ten jobs want the 8 A100s: plans are walked leanest first, which alone would give four jobs 2
-    # GPUs each, ~3.7x slower than their 8-GPU plan; capped at 3x, two jobs get 4 GPUs instead.
+    # Ten jobs want the 8 A100s: plans are walked leanest first (the walk the joint assignment
+    # replaces for the head of the queue), which alone would give four jobs 2 GPUs each, ~3.7x
+    # slower than their 8-GPU plan; capped at 3x, two jobs get 4 GPUs instead.
     from frenzy.sched.policies.has import MAX_TYPE_SLOWDOWN, HeterogeneityAwareScheduler
     state = _a100_state([])
     queue = [_elastic_job(f"j{i}", steps=5000, submit=i) for i in range(10)]
-    placed = [d for d in get_policy("frenzy").schedule(state, queue, now=100.0) if isinstance(d, Place)]
+    walk = HeterogeneityAwareScheduler(assign_jobs=False)
+    placed = [d for d in walk.schedule(state, queue, now=100.0) if isinstance(d, Place)]
     _check(placed, state)
     assert [d.choice.num_gpus for d in placed] == [4, 4]
     for d in placed:
         seconds = step_seconds(next(j for j in queue if j.job_id == d.job_id))
         assert seconds[id(d.choice)] <= MAX_TYPE_SLOWDOWN * seconds["fastest"]
-    loose = HeterogeneityAwareScheduler(max_type_slowdown=float("inf")).schedule(state, queue, now=100.0)
+    loose = HeterogeneityAwareScheduler(max_type_slowdown=float("inf"), assign_jobs=False).schedule(state, queue,
+                                                                                                   now=100.0)
     assert [d.choice.num_gpus for d in loose if isinstance(d, Place)] == [2, 2, 2, 2]
 
 

@@ -36,7 +36,10 @@ from bisect import insort
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import numpy as np
+
 from frenzy.memory.plans import PlanChoice
+from frenzy.sched.assignment import assign
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
@@ -73,6 +76,11 @@ RESERVE_AFTER_RUNS = 20.0
 # 0.05 -> 26.8%, 0.1 -> 27.1%, 0.2 -> 26.7%; 0.05 (priority x 2 after a wait of 20 x the work,
 # the reservation's patience) also kept EF10 / sia-64's p99 within Sia's at seed 0, 0.1 did not.
 WORK_AGING = 0.05
+# While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
+# type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types).
+# On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia): 32 -> 27.2%, 48 -> 27.8%,
+# 96 -> 27.7%.
+ASSIGNED_JOBS = 48
 ORDERS = ("work", "hrrn", "fifo")
 
 
@@ -205,6 +213,18 @@ def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float], cache: dict) -
     return cache[key]
 
 
+_GRIDS: dict[tuple, tuple] = {}
+
+
+def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> list:
+    """The job's usable plans by GPU type (in `types` order) as (seconds per step, GPUs, plans)."""
+    seconds = step_seconds(job)
+    plans = _usable_plans(job, slowdowns, {})
+    by_type = [[c for c in plans if c.gpu.name == t] for t in types]
+    return [(np.array([seconds[id(c)] for c in ps]), np.array([c.num_gpus for c in ps], dtype=float), ps)
+            for ps in by_type]
+
+
 def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
     """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
     return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, slowdowns)
@@ -223,7 +243,7 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "work",
                  max_slowdown: float = MAX_SLOWDOWN, max_type_slowdown: float = MAX_TYPE_SLOWDOWN,
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
-                 requeue_slow: bool = True,
+                 requeue_slow: bool = True, assign_jobs: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
@@ -242,7 +262,7 @@ class HeterogeneityAwareScheduler:
         self.slowdowns = (max_slowdown, max_type_slowdown)
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
-        self.requeue_slow = requeue_slow
+        self.requeue_slow, self.assign_jobs = requeue_slow, assign_jobs
         self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
@@ -258,6 +278,9 @@ class HeterogeneityAwareScheduler:
         hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
         orders: dict[int, Sequence[PlanChoice]] = {}
         usable: dict[tuple, Sequence[PlanChoice]] = {}
+        assigned: dict[str, list[PlanChoice]] = {}
+        if contended and self.assign_jobs:
+            queue, assigned = self._assigned(queue, movers, usable, pool, now)
         profile = _Profile(releases, pool, now) if releases is not None else None
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
@@ -265,8 +288,8 @@ class HeterogeneityAwareScheduler:
             if job.job_id in movers:
                 decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
-            plans = _usable_plans(job, self.slowdowns, usable)
-            if contended and self.lean_when_contended:
+            plans = assigned.get(job.job_id) or _usable_plans(job, self.slowdowns, usable)
+            if contended and self.lean_when_contended and job.job_id not in assigned:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
@@ -275,7 +298,10 @@ class HeterogeneityAwareScheduler:
             if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
                 hopeless.add(id(plans))
             wait = None
-            if releases is not None and rank > 0:
+            if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
+                if allocation is None and profile is not None:
+                    wait = self._best_wait(job, plans[:1], pool, profile)
+            elif releases is not None and rank > 0:
                 if allocation is None:
                     faster = plans[:rank]
                 else:
@@ -304,6 +330,44 @@ class HeterogeneityAwareScheduler:
         moved = {d.job_id for d in decisions} & movers.keys()
         decisions += self._preemptions(state, pool, releases, waiting, now, moved)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
+
+    def _assigned(self, queue: Sequence[QueuedJob], movers, usable: dict, pool: FreePool,
+                  now: float) -> tuple[list[QueuedJob], dict[str, list[PlanChoice]]]:
+        """The queue re-ordered for a contended call, and the plans each of its first ASSIGNED_JOBS
+        jobs may take: the one the joint assignment gives it (frenzy.sched.assignment), then the
+        narrower ones of its type, for when that does not fit now. A job that has waited
+        reserve_after_runs x its fastest run is left to the greedy walk and goes first, so the
+        reservation still guards it; then the assigned jobs, each type's pool in its order."""
+        types = tuple(sorted(pool.capacity))
+        head, grids, starving = [], [], []
+        for job in queue:
+            if len(head) == ASSIGNED_JOBS:
+                break
+            if job.job_id in movers or not _usable_plans(job, self.slowdowns, usable):
+                continue
+            if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
+                starving.append(job)
+                continue
+            head.append(job)
+            grids.append(_per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, self.slowdowns, types))
+        width = max((len(plans) for grid in grids for _, _, plans in grid), default=1)
+        run_s = np.full((len(head), len(types), width), np.inf)
+        gpus = np.ones_like(run_s)
+        for j, (job, grid) in enumerate(zip(head, grids)):
+            for t, (seconds, counts, plans) in enumerate(grid):
+                run_s[j, t, :len(plans)] = self.startup_estimate_s + job.spec.steps * seconds
+                gpus[j, t, :len(plans)] = counts
+        capacity = np.array([pool.capacity[t] for t in types], dtype=float)
+        assigned, behind = {}, {}
+        for job, grid, pick in zip(head, grids, assign(run_s, gpus, capacity)):
+            if pick is not None:
+                t, index, behind[job.job_id] = pick
+                plans = grid[t][2]
+                assigned[job.job_id] = [plans[index], *sorted((c for c in plans if c.num_gpus < plans[index].num_gpus),
+                                                              key=lambda c: -c.num_gpus)]
+        first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -behind[j.job_id])
+        taken = {j.job_id for j in starving} | assigned.keys()
+        return starving + first + [j for j in queue if j.job_id not in taken], assigned
 
     def _slow_runners(self, state: ClusterState, pool: FreePool, releases: _Releases | None,
                       now: float) -> dict[str, tuple]:
@@ -369,8 +433,9 @@ class HeterogeneityAwareScheduler:
 
     # ---- pieces -----------------------------------------------------------------------------
 
-    def _run_s(self, job: QueuedJob, choice: PlanChoice, pool: FreePool) -> float:
-        seconds = step_seconds(job).get(id(choice))
+    def _run_s(self, job: QueuedJob, choice: PlanChoice | None, pool: FreePool) -> float:
+        """Predicted start-up + run on `choice` (None: on the job's fastest plan)."""
+        seconds = step_seconds(job)["fastest"] if choice is None else step_seconds(job).get(id(choice))
         if seconds is None:  # not one of the job's own plan objects
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
