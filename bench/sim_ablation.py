@@ -26,7 +26,8 @@ EXTRA_SLICES = [
 ]
 VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
     "HAS (default)": {},
-    "response ratio next instead of smallest work first (was the default)": {"order": "hrrn"},
+    "no joint assignment of a contended queue's head (was the default)": {"assign_jobs": False},
+    "response ratio next instead of smallest work first (was the default)": {"order": "hrrn", "assign_jobs": False},
     "no elastic resizing": {"elastic": False},
     "no lean plans under contention": {"lean_when_contended": False},
     "no per-type slowdown cap (was the default)": {"max_type_slowdown": float("inf")},
@@ -88,7 +89,8 @@ def main() -> None:
           f"HAS switched off at a time, offered load 1.0, {over}. The first six runs are the `sim-jct` slices, on "
           "which HAS's older constants (MAX_SLOWDOWN, GROW_MIN_GAIN, the preemption factor) were chosen; the last six "
           "were held out from those choices. The newer ones (MAX_TYPE_SLOWDOWN, RESERVE_AFTER_RUNS, "
-          "MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order and WORK_AGING) were chosen on all twelve runs over "
+          "MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, WORK_AGING, ASSIGNED_JOBS and "
+          "the assignment's OWN_TIME_WEIGHT) were chosen on all twelve runs over "
           "seeds 0-2, so no run is held out from them.\n\n" + "\n".join(lines + [sia_row]) +
           f"\n\n{len(tasks)} simulations in {wall:.0f} s wall on 2 processes.")
     print(md)

@@ -214,15 +214,22 @@ def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float], cache: dict) -
 
 
 _GRIDS: dict[tuple, tuple] = {}
+_GRID_WIDTH = 8  # plans per GPU type the grid holds room for (the frontier holds one per GPU count)
 
 
-def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> list:
-    """The job's usable plans by GPU type (in `types` order) as (seconds per step, GPUs, plans)."""
+def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
+    """The job's usable plans by GPU type (rows in `types` order, widest first): (seconds per step,
+    GPUs) arrays of shape (types, most plans on a type), inf seconds and 1 GPU where a type has
+    fewer, and the plans."""
     seconds = step_seconds(job)
-    plans = _usable_plans(job, slowdowns, {})
-    by_type = [[c for c in plans if c.gpu.name == t] for t in types]
-    return [(np.array([seconds[id(c)] for c in ps]), np.array([c.num_gpus for c in ps], dtype=float), ps)
-            for ps in by_type]
+    usable = _usable_plans(job, slowdowns, {})
+    plans = [sorted((c for c in usable if c.gpu.name == t), key=lambda c: -c.num_gpus) for t in types]
+    width = max(_GRID_WIDTH, *(len(ps) for ps in plans))  # one width for most shapes: stacked per call
+    step_s, gpus = np.full((len(types), width), np.inf), np.ones((len(types), width))
+    for t, ps in enumerate(plans):
+        step_s[t, :len(ps)] = [seconds[id(c)] for c in ps]
+        gpus[t, :len(ps)] = [c.num_gpus for c in ps]
+    return step_s, gpus, plans
 
 
 def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
@@ -280,7 +287,7 @@ class HeterogeneityAwareScheduler:
         usable: dict[tuple, Sequence[PlanChoice]] = {}
         assigned: dict[str, list[PlanChoice]] = {}
         if contended and self.assign_jobs:
-            queue, assigned = self._assigned(queue, movers, usable, pool, now)
+            queue, assigned = self._assigned(queue, movers, pool, now)
         profile = _Profile(releases, pool, now) if releases is not None else None
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
@@ -331,7 +338,7 @@ class HeterogeneityAwareScheduler:
         decisions += self._preemptions(state, pool, releases, waiting, now, moved)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
-    def _assigned(self, queue: Sequence[QueuedJob], movers, usable: dict, pool: FreePool,
+    def _assigned(self, queue: Sequence[QueuedJob], movers, pool: FreePool,
                   now: float) -> tuple[list[QueuedJob], dict[str, list[PlanChoice]]]:
         """The queue re-ordered for a contended call, and the plans each of its first ASSIGNED_JOBS
         jobs may take: the one the joint assignment gives it (frenzy.sched.assignment), then the
@@ -343,28 +350,30 @@ class HeterogeneityAwareScheduler:
         for job in queue:
             if len(head) == ASSIGNED_JOBS:
                 break
-            if job.job_id in movers or not _usable_plans(job, self.slowdowns, usable):
-                continue
+            grid = None if job.job_id in movers else \
+                _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, self.slowdowns, types)
+            if grid is None or not any(grid[2]):
+                continue  # a mover, or a job with no usable plan
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
                 starving.append(job)
                 continue
             head.append(job)
-            grids.append(_per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, self.slowdowns, types))
-        width = max((len(plans) for grid in grids for _, _, plans in grid), default=1)
-        run_s = np.full((len(head), len(types), width), np.inf)
-        gpus = np.ones_like(run_s)
-        for j, (job, grid) in enumerate(zip(head, grids)):
-            for t, (seconds, counts, plans) in enumerate(grid):
-                run_s[j, t, :len(plans)] = self.startup_estimate_s + job.spec.steps * seconds
-                gpus[j, t, :len(plans)] = counts
+            grids.append(grid)
+        width = max((step_s.shape[1] for step_s, _, _ in grids), default=_GRID_WIDTH)
+        def padded(array, fill):  # only a shape with more plans on a type than _GRID_WIDTH widens it
+            return array if array.shape[1] == width else \
+                np.pad(array, ((0, 0), (0, width - array.shape[1])), constant_values=fill)
+        step_s = np.stack([padded(g[0], np.inf) for g in grids])
+        gpus = np.stack([padded(g[1], 1.0) for g in grids])
+        steps = np.array([job.spec.steps for job in head], dtype=float)
+        run_s = self.startup_estimate_s + steps[:, None, None] * step_s
         capacity = np.array([pool.capacity[t] for t in types], dtype=float)
         assigned, behind = {}, {}
         for job, grid, pick in zip(head, grids, assign(run_s, gpus, capacity)):
             if pick is not None:
                 t, index, behind[job.job_id] = pick
-                plans = grid[t][2]
-                assigned[job.job_id] = [plans[index], *sorted((c for c in plans if c.num_gpus < plans[index].num_gpus),
-                                                              key=lambda c: -c.num_gpus)]
+                plans = grid[2][t]  # widest first: the narrower ones follow the chosen one
+                assigned[job.job_id] = [plans[index], *(c for c in plans[index + 1:] if c.num_gpus < plans[index].num_gpus)]
         first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -behind[j.job_id])
         taken = {j.job_id for j in starving} | assigned.keys()
         return starving + first + [j for j in queue if j.job_id not in taken], assigned
