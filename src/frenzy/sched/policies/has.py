@@ -16,8 +16,14 @@ each running job's expected end) make it time-aware:
     a reservation on the GPU type it waits for, and jobs behind it are backfilled there only within
     the spare GPUs or if they finish before the reservation starts (EASY backfilling, Lifka 1995),
     so it cannot be overtaken indefinitely;
-  - lean plans under contention: when the queue needs more GPUs than are free, plans are walked by
-    GPU-seconds (then finish time) so that no job buys a little speed with GPUs others wait for;
+  - joint assignment under contention: when the queue needs more GPUs than are free, the first
+    ASSIGNED_JOBS jobs get their GPU type and plan from one min-cost matching of jobs to positions
+    on the GPU types (frenzy.sched.assignment): each plan is priced by its own time plus the
+    GPU-seconds it takes from the jobs behind it, so the fast GPUs go to the jobs that gain most
+    there and a job with many behind it takes a lean plan; an assigned job takes its plan, or a
+    narrower one of its type, when it fits, and otherwise waits for it (no patience). Jobs past
+    the head walk their plans by GPU-seconds (then finish time), so that no job buys a little speed
+    with GPUs others wait for; a starving job (see reservation) keeps the walk and goes first;
   - preemption: a waiting job far shorter than a running job's remaining time may evict it
     (frenzy.sched.preemption: shortest-job-first with a restart-cost guard);
   - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
@@ -27,7 +33,8 @@ each running job's expected end) make it time-aware:
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
-job it may touch, and the re-queue O(running jobs) when some GPU is free.
+job it may touch, the re-queue O(running jobs) when some GPU is free, and a contended call the
+assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matching.
 """
 
 from __future__ import annotations
