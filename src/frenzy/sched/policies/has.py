@@ -370,8 +370,9 @@ class HeterogeneityAwareScheduler:
         def padded(array, fill):  # only a shape with more plans on a type than _GRID_WIDTH widens it
             return array if array.shape[1] == width else \
                 np.pad(array, ((0, 0), (0, width - array.shape[1])), constant_values=fill)
-        step_s = np.stack([padded(g[0], np.inf) for g in grids])
-        gpus = np.stack([padded(g[1], 1.0) for g in grids])
+        used = max((len(plans) for g in grids for plans in g[2]), default=1)  # the padding no job uses goes
+        step_s = np.stack([padded(g[0], np.inf) for g in grids])[:, :, :used]
+        gpus = np.stack([padded(g[1], 1.0) for g in grids])[:, :, :used]
         steps = np.array([job.spec.steps for job in head], dtype=float)
         run_s = self.startup_estimate_s + steps[:, None, None] * step_s
         capacity = np.array([pool.capacity[t] for t in types], dtype=float)
