@@ -133,6 +133,17 @@ def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio(
         assert [(type(d), d.job_id, d.choice.gpu.name) for d in decisions] == [(Place, "new", "A100-SXM-40G")]
 
 
+def test_a_contended_queue_of_starving_jobs_is_walked_greedily():
+    # Both jobs have waited far past the reservation's patience, so neither is assigned jointly:
+    # the greedy walk (and its reservation) places the one the order puts first on the free A100.
+    from frenzy.sched.policies.has import RESERVE_AFTER_RUNS
+    light = _job("light", batch=128, steps=1000)
+    quick = _job("quick", model="Qwen/Qwen2.5-0.5B", batch=8, steps=10_000)
+    now = 1000 * RESERVE_AFTER_RUNS * max(j.spec.steps * step_seconds(j)["fastest"] for j in (light, quick))
+    decisions = get_policy("frenzy").schedule(_one_free_a100(light, now), [light, quick], now=now)
+    assert [d.job_id for d in decisions if isinstance(d, Place)] == ["light"]
+
+
 def _one_free_a100(job: QueuedJob, now: float) -> ClusterState:
     """Every GPU busy except one A100, with jobs that started at `now` (too recent to preempt or
     resize) and run for ~4 months."""

@@ -366,6 +366,9 @@ class HeterogeneityAwareScheduler:
                 continue
             head.append(job)
             grids.append(grid)
+        if not head:  # every job of the head starves (or moves): the greedy walk takes them all
+            ids = {j.job_id for j in starving}
+            return starving + [j for j in queue if j.job_id not in ids], {}
         width = max((step_s.shape[1] for step_s, _, _ in grids), default=_GRID_WIDTH)
         def padded(array, fill):  # only a shape with more plans on a type than _GRID_WIDTH widens it
             return array if array.shape[1] == width else \
