@@ -22,7 +22,8 @@ import numpy as np
 
 # Where a job's own time lies between its GPU-seconds over the pool (0) and its whole run (1). On
 # bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia; without the assignment
-# 26.8%): 0 -> 26.0%, 0.3 -> 28.0%, 0.5 -> 28.4%, 0.7 -> 27.4%, 1 -> 27.3%.
+# 26.8%): 0 -> 26.0%, 0.3 -> 28.0%, 0.4 -> 27.7%, 0.5 -> 28.4%, 0.6 -> 27.9%, 0.7 -> 27.4%,
+# 1 -> 27.3%.
 OWN_TIME_WEIGHT = 0.5
 
 

@@ -79,14 +79,16 @@ RESERVE_AFTER_RUNS = 20.0
 # job's leanest plan. Ordering by work rather than by the fastest plan's run time (highest response
 # ratio next, the former default) serves first the jobs that hold the contended GPUs least, the
 # right order for the sum of JCTs when jobs can take narrow plans. On bench/sim_ablation.py's twelve
-# runs over seeds 0-2 (mean cut vs sia; response ratio next 24.9%): aging 0 -> 26.4%, 0.02 -> 26.6%,
-# 0.05 -> 26.8%, 0.1 -> 27.1%, 0.2 -> 26.7%; 0.05 (priority x 2 after a wait of 20 x the work,
-# the reservation's patience) also kept EF10 / sia-64's p99 within Sia's at seed 0, 0.1 did not.
+# runs over seeds 0-2, before the joint assignment below (mean cut vs sia; response ratio next
+# 24.9%): aging 0 -> 26.4%, 0.02 -> 26.6%, 0.05 -> 26.8%, 0.1 -> 27.1%, 0.2 -> 26.7%; with it,
+# where the order picks the assigned head and the walk behind it: 0.02 -> 28.4%, 0.05 -> 28.4%,
+# 0.1 -> 28.5%. 0.05 doubles a job's priority after a wait of 20 x its work, the reservation's
+# patience.
 WORK_AGING = 0.05
 # While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
 # type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types).
-# On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia): 32 -> 27.2%, 48 -> 27.8%,
-# 96 -> 27.7%.
+# On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia): 32 -> 27.7%, 48 -> 28.4%,
+# 96 -> 27.9%.
 ASSIGNED_JOBS = 48
 ORDERS = ("work", "hrrn", "fifo")
 
