@@ -18,7 +18,11 @@ Cost per call: O(n x plans x n x types) to price the positions, then the matchin
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
+
+GRID_WIDTH = 8  # plans per GPU type a grid holds room for (the simulator's frontier: one per GPU count)
 
 # Where a job's own time lies between its GPU-seconds over the pool (0) and its whole run (1). On
 # bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia; without the assignment
@@ -61,4 +65,42 @@ def assign(run_s: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> list[tu
         if not never[j, col]:
             t, behind = divmod(int(col), n)
             out[j] = (t, int(plan[j, t, behind]), behind)
+    return out
+
+
+def plan_grid(plans: Sequence, seconds: dict, types: Sequence[str]) -> tuple:
+    """A job's plans by GPU type (rows in `types` order, widest first): (seconds per step, GPUs)
+    arrays of shape (types, GRID_WIDTH or more), inf seconds and 1 GPU where a type has fewer
+    plans, and the plans per type. `seconds`: seconds per step by id(plan)."""
+    by_type = [sorted((c for c in plans if c.gpu.name == t), key=lambda c: -c.num_gpus) for t in types]
+    width = max(GRID_WIDTH, *(len(ps) for ps in by_type))
+    step_s, gpus = np.full((len(types), width), np.inf), np.ones((len(types), width))
+    for t, ps in enumerate(by_type):
+        step_s[t, :len(ps)] = [seconds[id(c)] for c in ps]
+        gpus[t, :len(ps)] = [c.num_gpus for c in ps]
+    return step_s, gpus, by_type
+
+
+def assign_head(grids: Sequence[tuple], steps: Sequence[float], startup_s: float,
+                capacity: Sequence[float]) -> list[tuple[list, int] | None]:
+    """Per job (its plan_grid and steps to run): the plans it may take, the assigned one first and
+    then the narrower ones of its type (for when that does not fit now), and how many jobs are
+    behind it on that type; None for a job left out."""
+    width = max(g[0].shape[1] for g in grids)
+
+    def padded(array, fill):  # only a shape with more plans on a type than GRID_WIDTH widens it
+        return array if array.shape[1] == width else \
+            np.pad(array, ((0, 0), (0, width - array.shape[1])), constant_values=fill)
+    used = max(len(plans) for g in grids for plans in g[2])  # the padding no job uses is dropped
+    step_s = np.stack([padded(g[0], np.inf) for g in grids])[:, :, :used]
+    gpus = np.stack([padded(g[1], 1.0) for g in grids])[:, :, :used]
+    run_s = startup_s + np.asarray(steps, dtype=float)[:, None, None] * step_s
+    out: list[tuple[list, int] | None] = []
+    for grid, pick in zip(grids, assign(run_s, gpus, np.asarray(capacity, dtype=float))):
+        if pick is None:
+            out.append(None)
+            continue
+        t, index, behind = pick
+        plans = grid[2][t]  # widest first: the narrower ones follow the chosen one
+        out.append(([plans[index], *(c for c in plans[index + 1:] if c.num_gpus < plans[index].num_gpus)], behind))
     return out

@@ -165,7 +165,8 @@ def test_frenzy_serves_the_least_work_first_and_ages_the_rest():
     work = {j.job_id: j.spec.steps * step_seconds(j)["leanest_gpu_s"] for j in (light, quick)}
     run = {j.job_id: j.spec.steps * step_seconds(j)[id(j.plans[0])] for j in (light, quick)}
     assert work["light"] < work["quick"] and run["quick"] < run["light"]
-    from frenzy.sched.policies.has import WORK_AGING, HeterogeneityAwareScheduler
+    from frenzy.sched.order import WORK_AGING
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
 
     state = _one_free_a100(light, now=1.0)
     # (without the joint assignment, which would choose for both jobs itself)

@@ -7,7 +7,7 @@ each running job's expected end) make it time-aware:
   - order, when the queue needs more GPUs than are free: smallest work first with aging, work
     being the GPU-seconds of the job's leanest plan (the smallest-area-first rule for moldable
     jobs): the job that frees the cluster soonest goes first, while a waiting job's priority grows
-    with its wait (x 2 once it has waited 1 / WORK_AGING times its work), so no job starves;
+    with its wait (frenzy.sched.order), so no job starves;
   - patience: a job takes a slower plan available now only if it would finish before a faster plan
     it could get later, either there or by moving to the faster plan once it frees (a
     checkpoint-restart); when GPUs free comes from an availability profile: running jobs' expected
@@ -43,15 +43,15 @@ from bisect import insort
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-import numpy as np
 
 from frenzy.memory.plans import PlanChoice
-from frenzy.sched.assignment import assign
+from frenzy.sched.assignment import assign_head, plan_grid
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
+from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.registry import register
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
@@ -75,16 +75,6 @@ MAX_TYPE_SLOWDOWN = 3.0
 # cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%, 5 -> 21.5%, 10 -> 22.6%,
 # 20 -> 23.1%, never -> 22.9%.
 RESERVE_AFTER_RUNS = 20.0
-# Queue order's aging: priority (1 + WORK_AGING x wait / work) / work, work in GPU-seconds of the
-# job's leanest plan. Ordering by work rather than by the fastest plan's run time (highest response
-# ratio next, the former default) serves first the jobs that hold the contended GPUs least, the
-# right order for the sum of JCTs when jobs can take narrow plans. On bench/sim_ablation.py's twelve
-# runs over seeds 0-2, before the joint assignment below (mean cut vs sia; response ratio next
-# 24.9%): aging 0 -> 26.4%, 0.02 -> 26.6%, 0.05 -> 26.8%, 0.1 -> 27.1%, 0.2 -> 26.7%; with it,
-# where the order picks the assigned head and the walk behind it: 0.02 -> 28.4%, 0.05 -> 28.4%,
-# 0.1 -> 28.5%. 0.05 doubles a job's priority after a wait of 20 x its work, the reservation's
-# patience.
-WORK_AGING = 0.05
 # While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
 # type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types).
 # On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia): 32 -> 27.7%, 48 -> 28.4%,
@@ -223,22 +213,15 @@ def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float], cache: dict) -
 
 
 _GRIDS: dict[tuple, tuple] = {}
-_GRID_WIDTH = 8  # plans per GPU type the grid holds room for (the frontier holds one per GPU count)
+
+
+def _grid(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
+    """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
+    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, slowdowns, types)
 
 
 def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
-    """The job's usable plans by GPU type (rows in `types` order, widest first): (seconds per step,
-    GPUs) arrays of shape (types, most plans on a type), inf seconds and 1 GPU where a type has
-    fewer, and the plans."""
-    seconds = step_seconds(job)
-    usable = _usable_plans(job, slowdowns, {})
-    plans = [sorted((c for c in usable if c.gpu.name == t), key=lambda c: -c.num_gpus) for t in types]
-    width = max(_GRID_WIDTH, *(len(ps) for ps in plans))  # one width for most shapes: stacked per call
-    step_s, gpus = np.full((len(types), width), np.inf), np.ones((len(types), width))
-    for t, ps in enumerate(plans):
-        step_s[t, :len(ps)] = [seconds[id(c)] for c in ps]
-        gpus[t, :len(ps)] = [c.num_gpus for c in ps]
-    return step_s, gpus, plans
+    return plan_grid(_usable_plans(job, slowdowns, {}), step_seconds(job), types)
 
 
 def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
@@ -350,46 +333,30 @@ class HeterogeneityAwareScheduler:
     def _assigned(self, queue: Sequence[QueuedJob], movers, pool: FreePool,
                   now: float) -> tuple[list[QueuedJob], dict[str, list[PlanChoice]]]:
         """The queue re-ordered for a contended call, and the plans each of its first ASSIGNED_JOBS
-        jobs may take: the one the joint assignment gives it (frenzy.sched.assignment), then the
-        narrower ones of its type, for when that does not fit now. A job that has waited
-        reserve_after_runs x its fastest run is left to the greedy walk and goes first, so the
-        reservation still guards it; then the assigned jobs, each type's pool in its order."""
+        jobs may take: the one the joint assignment gives it, then the narrower ones of its type
+        (frenzy.sched.assignment.assign_head). A job that has waited reserve_after_runs x its
+        fastest run is left to the greedy walk and goes first, so the reservation still guards
+        it; then the assigned jobs, each type's pool in its order."""
         types = tuple(sorted(pool.capacity))
         head, grids, starving = [], [], []
         for job in queue:
             if len(head) == ASSIGNED_JOBS:
                 break
-            grid = None if job.job_id in movers else \
-                _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, self.slowdowns, types)
+            grid = None if job.job_id in movers else _grid(job, self.slowdowns, types)
             if grid is None or not any(grid[2]):
                 continue  # a mover, or a job with no usable plan
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
                 starving.append(job)
-                continue
-            head.append(job)
-            grids.append(grid)
-        if not head:  # every job of the head starves (or moves): the greedy walk takes them all
-            ids = {j.job_id for j in starving}
-            return starving + [j for j in queue if j.job_id not in ids], {}
-        width = max((step_s.shape[1] for step_s, _, _ in grids), default=_GRID_WIDTH)
-        def padded(array, fill):  # only a shape with more plans on a type than _GRID_WIDTH widens it
-            return array if array.shape[1] == width else \
-                np.pad(array, ((0, 0), (0, width - array.shape[1])), constant_values=fill)
-        used = max((len(plans) for g in grids for plans in g[2]), default=1)  # the padding no job uses goes
-        step_s = np.stack([padded(g[0], np.inf) for g in grids])[:, :, :used]
-        gpus = np.stack([padded(g[1], 1.0) for g in grids])[:, :, :used]
-        steps = np.array([job.spec.steps for job in head], dtype=float)
-        run_s = self.startup_estimate_s + steps[:, None, None] * step_s
-        capacity = np.array([pool.capacity[t] for t in types], dtype=float)
-        assigned, behind = {}, {}
-        for job, grid, pick in zip(head, grids, assign(run_s, gpus, capacity)):
-            if pick is not None:
-                t, index, behind[job.job_id] = pick
-                plans = grid[2][t]  # widest first: the narrower ones follow the chosen one
-                assigned[job.job_id] = [plans[index], *(c for c in plans[index + 1:] if c.num_gpus < plans[index].num_gpus)]
-        first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -behind[j.job_id])
+            else:
+                head.append(job)
+                grids.append(grid)
+        picks = assign_head(grids, [job.spec.steps for job in head], self.startup_estimate_s,
+                            [pool.capacity[t] for t in types]) if head else []
+        assigned = {job.job_id: pick for job, pick in zip(head, picks) if pick is not None}
+        first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -assigned[j.job_id][1])
         taken = {j.job_id for j in starving} | assigned.keys()
-        return starving + first + [j for j in queue if j.job_id not in taken], assigned
+        return starving + first + [j for j in queue if j.job_id not in taken], \
+            {job_id: plans for job_id, (plans, _) in assigned.items()}
 
     def _slow_runners(self, state: ClusterState, pool: FreePool, releases: _Releases | None,
                       now: float) -> dict[str, tuple]:
@@ -514,30 +481,8 @@ class HeterogeneityAwareScheduler:
 
     def _ordered(self, queue: Sequence[QueuedJob], now: float) -> Sequence[QueuedJob]:
         if self.order == "work":
-            return self._by_work(queue, now)
-        return self._by_response_ratio(queue, now) if self.order == "hrrn" else queue
-
-    @staticmethod
-    def _by_work(queue: Sequence[QueuedJob], now: float) -> list[QueuedJob]:
-        """Smallest work first with aging: highest (1 + WORK_AGING x wait / work) / work, work the
-        GPU-seconds of the job's leanest plan (smallest area first for moldable jobs)."""
-        def priority(job: QueuedJob) -> float:
-            if not job.plans:
-                return 0.0
-            work = max(job.spec.steps * step_seconds(job)["leanest_gpu_s"], 1.0)
-            return (1.0 + WORK_AGING * (now - job.submit_time_s) / work) / work
-        return sorted(queue, key=lambda j: (-priority(j), j.submit_time_s))
-
-    @staticmethod
-    def _by_response_ratio(queue: Sequence[QueuedJob], now: float) -> list[QueuedJob]:
-        """Highest response ratio next: (wait + service) / service, service predicted for the job's
-        preferred plan (Brinch Hansen 1971)."""
-        def ratio(job: QueuedJob) -> float:
-            if not job.plans:
-                return 0.0
-            service = max(job.spec.steps * step_seconds(job)[id(job.plans[0])], 1.0)
-            return (now - job.submit_time_s + service) / service
-        return sorted(queue, key=lambda j: (-ratio(j), j.submit_time_s))
+            return by_work(queue, now, step_seconds)
+        return by_response_ratio(queue, now, step_seconds) if self.order == "hrrn" else queue
 
     @staticmethod
     def _lean_order(job: QueuedJob, plans: Sequence[PlanChoice]) -> list[PlanChoice]:
