@@ -43,15 +43,14 @@ from bisect import insort
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.assignment import assign_head, plan_grid
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
+from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
-from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.registry import register
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
@@ -71,9 +70,9 @@ MAX_TYPE_SLOWDOWN = 3.0
 # A waiting job holds a reservation once it has waited this many times its predicted run. Reserving
 # for every head of the queue (0) kept jobs behind it off GPUs they could have used and finished on;
 # the queue's order (then highest response ratio next) and preemption already serve most jobs, so
-# the reservation is left to guard the rare job they starve. On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean
-# cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%, 5 -> 21.5%, 10 -> 22.6%,
-# 20 -> 23.1%, never -> 22.9%.
+# the reservation is left to guard the rare job they starve. On bench/sim_ablation.py's twelve runs
+# over seeds 0-2 (mean cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%,
+# 5 -> 21.5%, 10 -> 22.6%, 20 -> 23.1%, never -> 22.9%.
 RESERVE_AFTER_RUNS = 20.0
 # While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
 # type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types).
