@@ -41,9 +41,13 @@ def position_costs(run_s: np.ndarray, gpus: np.ndarray, capacity: np.ndarray):
     own = (1.0 - OWN_TIME_WEIGHT) * spread + OWN_TIME_WEIGHT * run_s
     behind = np.arange(run_s.shape[0], dtype=float)
     delay = np.where(np.isinf(spread), 0.0, spread)  # a missing plan is priced by `own` (inf) alone
-    cost = own[..., None] + delay[..., None] * behind  # jobs x types x plans x positions
-    plan = cost.argmin(axis=2)
-    return np.take_along_axis(cost, plan[:, :, None, :], axis=2)[:, :, 0, :], plan
+    best = np.full((*run_s.shape[:2], run_s.shape[0]), np.inf)
+    plan = np.zeros(best.shape, dtype=int)
+    for k in range(run_s.shape[2]):  # a few plans per type: no jobs x types x plans x positions array
+        cost = own[:, :, k, None] + delay[:, :, k, None] * behind
+        cheaper = cost < best
+        best[cheaper], plan[cheaper] = cost[cheaper], k
+    return best, plan
 
 
 def assign(run_s: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> list[tuple[int, int, int] | None]:
