@@ -9,7 +9,7 @@ scheduler's priority order and comes from a replaceable ranking function.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from frenzy.core.errors import NoFeasiblePlanError
@@ -35,10 +35,11 @@ class PlanChoice:
     plan: ParallelPlan
     memory: MemoryEstimate
     usable_bytes: int  # GPU memory minus the safety margin
+    # Stored, not a property: the scheduler reads it in every inner loop.
+    num_gpus: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def num_gpus(self) -> int:
-        return self.plan.num_gpus
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_gpus", self.plan.num_gpus)
 
     @property
     def headroom_bytes(self) -> int:

@@ -63,48 +63,51 @@ def assign(run_s: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> list[tu
     never = np.isinf(cost)
     # Any job with a plan can take any position on its types, so a matching of finite costs exists:
     # an infinite entry is priced above every finite matching.
-    cost[never] = (cost[~never].max() + 1.0) * (n + 1) if (~never).any() else 1.0
+    finite = cost[~never]
+    cost[never] = (finite.max() + 1.0) * (n + 1) if finite.size else 1.0
+    rows, cols = linear_sum_assignment(cost)
+    types, behind = np.divmod(cols, n)
+    picks = zip(rows.tolist(), types.tolist(), plan[rows, types, behind].tolist(), behind.tolist(),
+                never[rows, cols].tolist())
     out: list[tuple[int, int, int] | None] = [None] * n
-    for j, col in zip(*linear_sum_assignment(cost)):
-        if not never[j, col]:
-            t, behind = divmod(int(col), n)
-            out[j] = (t, int(plan[j, t, behind]), behind)
+    for j, t, index, b, missing in picks:
+        if not missing:
+            out[j] = (t, index, b)
     return out
 
 
 def plan_grid(plans: Sequence, seconds: dict, types: Sequence[str]) -> tuple:
-    """A job's plans by GPU type (rows in `types` order, widest first): (seconds per step, GPUs)
-    arrays of shape (types, GRID_WIDTH or more), inf seconds and 1 GPU where a type has fewer
-    plans, and the plans per type. `seconds`: seconds per step by id(plan)."""
+    """A job's plans by GPU type (rows in `types` order, widest first): an array of shape
+    (2, types, GRID_WIDTH or more) holding seconds per step and GPUs (inf seconds and 1 GPU where a
+    type has fewer plans), and per type and plan the plans the job may take when assigned that one:
+    it, then the narrower ones of its type (for when it does not fit now). `seconds`: seconds per
+    step by id(plan)."""
     by_type = [sorted((c for c in plans if c.gpu.name == t), key=lambda c: -c.num_gpus) for t in types]
     width = max(GRID_WIDTH, *(len(ps) for ps in by_type))
-    step_s, gpus = np.full((len(types), width), np.inf), np.ones((len(types), width))
+    table = np.ones((2, len(types), width))
+    table[0] = np.inf
     for t, ps in enumerate(by_type):
-        step_s[t, :len(ps)] = [seconds[id(c)] for c in ps]
-        gpus[t, :len(ps)] = [c.num_gpus for c in ps]
-    return step_s, gpus, by_type
+        table[0, t, :len(ps)] = [seconds[id(c)] for c in ps]
+        table[1, t, :len(ps)] = [c.num_gpus for c in ps]
+    takes = [[[c, *(n for n in ps[i + 1:] if n.num_gpus < c.num_gpus)] for i, c in enumerate(ps)] for ps in by_type]
+    return table, takes
 
 
 def assign_head(grids: Sequence[tuple], steps: Sequence[float], startup_s: float,
                 capacity: Sequence[float]) -> list[tuple[list, int] | None]:
     """Per job (its plan_grid and steps to run): the plans it may take, the assigned one first and
-    then the narrower ones of its type (for when that does not fit now), and how many jobs are
-    behind it on that type; None for a job left out."""
-    width = max(g[0].shape[1] for g in grids)
-
-    def padded(array, fill):  # only a shape with more plans on a type than GRID_WIDTH widens it
-        return array if array.shape[1] == width else \
-            np.pad(array, ((0, 0), (0, width - array.shape[1])), constant_values=fill)
-    used = max(len(plans) for g in grids for plans in g[2])  # the padding no job uses is dropped
-    step_s = np.stack([padded(g[0], np.inf) for g in grids])[:, :, :used]
-    gpus = np.stack([padded(g[1], 1.0) for g in grids])[:, :, :used]
-    run_s = startup_s + np.asarray(steps, dtype=float)[:, None, None] * step_s
-    out: list[tuple[list, int] | None] = []
-    for grid, pick in zip(grids, assign(run_s, gpus, np.asarray(capacity, dtype=float))):
-        if pick is None:
-            out.append(None)
-            continue
-        t, index, behind = pick
-        plans = grid[2][t]  # widest first: the narrower ones follow the chosen one
-        out.append(([plans[index], *(c for c in plans[index + 1:] if c.num_gpus < plans[index].num_gpus)], behind))
-    return out
+    then the narrower ones of its type, and how many jobs are behind it on that type; None for a
+    job left out."""
+    width = max(g[0].shape[2] for g in grids)
+    used = max(len(plans) for g in grids for plans in g[1])  # the padding no job uses is dropped
+    if all(g[0].shape[2] == width for g in grids):
+        table = np.stack([g[0] for g in grids])[:, :, :, :used]
+    else:  # only a shape with more plans on a type than GRID_WIDTH widens it
+        table = np.ones((len(grids), 2, grids[0][0].shape[1], width))
+        table[:, 0] = np.inf
+        for row, grid in zip(table, grids):
+            row[:, :, :grid[0].shape[2]] = grid[0]
+        table = table[:, :, :, :used]
+    run_s = startup_s + np.asarray(steps, dtype=float)[:, None, None] * table[:, 0]
+    picks = assign(run_s, table[:, 1], np.asarray(capacity, dtype=float))
+    return [None if pick is None else (grid[1][pick[0]][pick[1]], pick[2]) for grid, pick in zip(grids, picks)]

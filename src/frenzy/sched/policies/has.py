@@ -75,10 +75,12 @@ MAX_TYPE_SLOWDOWN = 3.0
 # 5 -> 21.5%, 10 -> 22.6%, 20 -> 23.1%, never -> 22.9%.
 RESERVE_AFTER_RUNS = 20.0
 # While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
-# type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types).
-# On bench/sim_ablation.py's twelve runs over seeds 0-2 (mean cut vs sia): 32 -> 27.7%, 48 -> 28.4%,
-# 96 -> 27.9%.
-ASSIGNED_JOBS = 48
+# type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types) and,
+# on the structured costs of positions, took ~0.2 ms at 48 jobs. On bench/sim_ablation.py's twelve
+# runs over seeds 0-5 (mean cut vs sia): 12 -> 27.7%, 16 -> 27.9%, 24 -> 28.2%, 32 -> 27.9%,
+# 48 -> 27.9% (over seeds 0-2: 24 -> 28.0%, 32 -> 27.7%, 40 -> 28.2%, 48 -> 28.4%, 64 -> 27.4%,
+# 96 -> 27.9%): flat, so the cheaper head.
+ASSIGNED_JOBS = 24
 ORDERS = ("work", "hrrn", "fifo")
 
 
@@ -150,14 +152,15 @@ class _Profile:
 
 
 _PER_SHAPE_LIMIT = 20_000
-_STEP_SECONDS: dict[tuple, tuple] = {}
+_STEP_SECONDS: dict[int, tuple] = {}
 _OPTIONS: dict[tuple, tuple] = {}
+_USABLE: dict[tuple, tuple] = {}
 
 
 def _per_shape(cache: dict, compute, job: QueuedJob, *args):
     """`compute(job, *args)` once per job shape: jobs of one shape share their plan tuple, so its
     id (plus `args`) names the shape. The entry keeps the tuple alive so its id cannot be reused."""
-    key = (id(job.plans), *args)
+    key = (id(job.plans), *args) if args else id(job.plans)
     entry = cache.get(key)
     if entry is None or entry[0] is not job.plans:
         if len(cache) > _PER_SHAPE_LIMIT:
@@ -170,6 +173,9 @@ def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
     fewest GPUs any of them needs; "fastest": the least seconds per step of any; "leanest_gpu_s":
     the least GPU-seconds per step of any)."""
+    entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
+    if entry is not None and entry[0] is job.plans:
+        return entry[1]
     return _per_shape(_STEP_SECONDS, _compute_step_seconds, job)
 
 
@@ -192,23 +198,24 @@ def _releases(state: ClusterState) -> _Releases:
     return _LAST_RELEASES[1]
 
 
-def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float], cache: dict) -> Sequence[PlanChoice]:
+def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float]) -> Sequence[PlanChoice]:
     """The job's plans minus excluded types and plans too slow next to its fastest, overall and on
-    their own GPU type (`slowdowns`: the two caps); memoised per plan list within a call, since jobs
-    of one shape share it."""
-    key = (id(job.plans), job.excluded_gpu_types)
-    if key not in cache:
-        plans = [c for c in job.plans if c.gpu.name not in job.excluded_gpu_types]
-        overall, same_type = slowdowns
-        if plans:
-            seconds = step_seconds(job)
-            fastest = min(seconds[id(c)] for c in plans)
-            by_type: dict[str, float] = {}
-            for c in plans:
-                by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
-            plans = [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
-        cache[key] = plans
-    return cache[key]
+    their own GPU type (`slowdowns`: the two caps); once per job shape, so jobs of one shape share
+    the list."""
+    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, slowdowns)
+
+
+def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], slowdowns: tuple[float, float]) -> list:
+    plans = [c for c in job.plans if c.gpu.name not in excluded]
+    if not plans:
+        return plans
+    overall, same_type = slowdowns
+    seconds = step_seconds(job)
+    fastest = min(seconds[id(c)] for c in plans)
+    by_type: dict[str, float] = {}
+    for c in plans:
+        by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
+    return [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
 
 
 _GRIDS: dict[tuple, tuple] = {}
@@ -220,7 +227,13 @@ def _grid(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]
 
 
 def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
-    return plan_grid(_usable_plans(job, slowdowns, {}), step_seconds(job), types)
+    return plan_grid(_usable_plans(job, slowdowns), step_seconds(job), types)
+
+
+def _same_head(a: tuple, b: tuple) -> bool:
+    """Whether two (grids, steps, capacity) assignment inputs are the same: the same grid objects
+    (one per job shape) in the same order, the same steps and capacity."""
+    return len(a[0]) == len(b[0]) and all(x is y for x, y in zip(a[0], b[0])) and a[1] == b[1] and a[2] == b[2]
 
 
 def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
@@ -230,7 +243,7 @@ def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
 
 def _compute_plan_options(job: QueuedJob, _excluded, slowdowns: tuple[float, float]) -> list:
     seconds = step_seconds(job)
-    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, slowdowns, {})]
+    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, slowdowns)]
 
 
 @register("frenzy")
@@ -262,6 +275,7 @@ class HeterogeneityAwareScheduler:
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow, self.assign_jobs = requeue_slow, assign_jobs
         self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
+        self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -275,7 +289,6 @@ class HeterogeneityAwareScheduler:
         decisions: list[Decision] = []
         hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
         orders: dict[int, Sequence[PlanChoice]] = {}
-        usable: dict[tuple, Sequence[PlanChoice]] = {}
         assigned: dict[str, list[PlanChoice]] = {}
         if contended and self.assign_jobs:
             queue, assigned = self._assigned(queue, movers, pool, now)
@@ -286,7 +299,7 @@ class HeterogeneityAwareScheduler:
             if job.job_id in movers:
                 decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
-            plans = assigned.get(job.job_id) or _usable_plans(job, self.slowdowns, usable)
+            plans = assigned.get(job.job_id) or _usable_plans(job, self.slowdowns)
             if contended and self.lean_when_contended and job.job_id not in assigned:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -342,15 +355,21 @@ class HeterogeneityAwareScheduler:
             if len(head) == ASSIGNED_JOBS:
                 break
             grid = None if job.job_id in movers else _grid(job, self.slowdowns, types)
-            if grid is None or not any(grid[2]):
+            if grid is None or not any(grid[1]):
                 continue  # a mover, or a job with no usable plan
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
                 starving.append(job)
             else:
                 head.append(job)
                 grids.append(grid)
-        picks = assign_head(grids, [job.spec.steps for job in head], self.startup_estimate_s,
-                            [pool.capacity[t] for t in types]) if head else []
+        # The assignment depends only on the head's shapes and steps: between events that leave the
+        # head as it was (about a quarter of contended calls), the last one is reused. The key holds
+        # the grids themselves, so their ids cannot be recycled while it is kept.
+        key = (grids, [job.spec.steps for job in head], [pool.capacity[t] for t in types])
+        last_key, picks = self._last_assignment
+        if last_key is None or not _same_head(key, last_key):
+            picks = assign_head(key[0], key[1], self.startup_estimate_s, key[2]) if head else []
+            self._last_assignment = (key, picks)
         assigned = {job.job_id: pick for job, pick in zip(head, picks) if pick is not None}
         first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -assigned[j.job_id][1])
         taken = {j.job_id for j in starving} | assigned.keys()
