@@ -27,7 +27,7 @@ LONGEST_SHARE = 0.02
 
 def run_one(task) -> tuple:
     from frenzy.sched import get_policy
-    from frenzy.sched.policies.has import step_seconds
+    from frenzy.sched.shapes import step_seconds
     from frenzy.sim.cluster import load_cluster
     from frenzy.sim.engine import SimConfig, Simulator
 

@@ -1,7 +1,7 @@
 """Queue orders for a contended cluster: which waiting job HAS serves first.
 
 `seconds_of(job)` gives the job's predicted seconds per step by id(plan) and "leanest_gpu_s", the
-least GPU-seconds per step of any of its plans (frenzy.sched.policies.has.step_seconds).
+least GPU-seconds per step of any of its plans (frenzy.sched.shapes.step_seconds).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.policies.gavel import max_min_fractions
-from frenzy.sched.policies.has import step_seconds
+from frenzy.sched.shapes import step_seconds
 from frenzy.sched.policies.sia import solve
 from frenzy.sched.pool import FreePool
 
@@ -344,10 +344,10 @@ def test_frenzy_offers_no_plan_far_slower_than_the_jobs_best_on_that_type():
 def test_frenzy_expects_short_jobs_queued_ahead_to_give_their_gpus_back():
     # 8 A100s: 4 free now, 4 held by a job that ends at t=100 s. Short jobs queued ahead take all 8
     # in turn, 50 s each: a job behind them expects the GPUs when the last one ends, not never.
-    from frenzy.sched.policies.has import _Profile, _Releases
+    from frenzy.sched.profile import Profile, Releases
     wide = _elastic_job("wide", steps=100_000)
     state = _a100_state([_running(wide, 4, 0.0, remaining_s=100.0)])
-    profile = _Profile(_Releases(state), FreePool(state), now=0.0)
+    profile = Profile(Releases(state), FreePool(state), now=0.0)
     assert profile.time_free(A100, 4) == 0.0 and profile.time_free(A100, 9) is None
     for start in (100.0, 150.0, 200.0):
         assert profile.time_free(A100, 8) == start
@@ -390,7 +390,7 @@ def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     kinds = [(type(d).__name__, d.job_id) for d in decisions]
     assert kinds == [("Preempt", "long"), ("Place", "long")]
     # The larger plan that saves the most time per GPU it holds (restart included).
-    from frenzy.sched.policies.has import step_seconds
+    from frenzy.sched.shapes import step_seconds
     seconds = step_seconds(job)
     steps_left = 1e6 / seconds[id(run.choice)]
     best = max((c for c in job.plans if c.num_gpus > 2),

@@ -39,19 +39,20 @@ assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matc
 
 from __future__ import annotations
 
-from bisect import insort
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
-from frenzy.sched.assignment import assign_head, plan_grid
+from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
 from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
+from frenzy.sched.profile import Profile, Releases, releases_of
 from frenzy.sched.registry import register
+from frenzy.sched.shapes import plan_grid_of, plan_options, step_seconds, usable_plans
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
@@ -91,159 +92,12 @@ class _Reservation:
     spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
 
 
-class _Releases:
-    """When running jobs free GPUs of each type: sorted expected end times and the GPUs each frees."""
-
-    def __init__(self, state: ClusterState):
-        by_type: dict[str, list[tuple[float, int]]] = {}
-        for job in state.running:
-            if job.expected_end_s is not None:
-                by_type.setdefault(job.choice.gpu.name, []).append((job.expected_end_s, job.choice.num_gpus))
-        self.ends: dict[str, list[float]] = {}
-        self.gpus: dict[str, list[int]] = {}
-        for gpu, items in by_type.items():
-            items.sort()
-            self.ends[gpu] = [t for t, _ in items]
-            self.gpus[gpu] = [n for _, n in items]
-
-
-class _Profile:
-    """When GPUs of each type become available, as the call goes: the GPUs free now, those running
-    jobs release at their expected ends, and the jobs this call places or plans to wait for, each
-    taking the earliest GPUs and giving them back when it ends (the availability profile of
-    conservative backfilling, Mu'alem & Feitelson 2001). A job behind a queue of short jobs then
-    expects them to cycle through the GPUs rather than to hold them all at once."""
-
-    def __init__(self, releases: _Releases, pool: FreePool, now: float):
-        self.releases, self.pool, self.now = releases, pool, now
-        self.steps: dict[str, list[list]] = {}  # per type: sorted [time, GPUs becoming available]
-
-    def _of(self, gpu: str) -> list[list]:
-        steps = self.steps.get(gpu)
-        if steps is None:
-            ends, gpus = self.releases.ends.get(gpu, ()), self.releases.gpus.get(gpu, ())
-            steps = self.steps[gpu] = [[self.now, self.pool.totals.get(gpu, 0)]] + [[t, n] for t, n in zip(ends, gpus)]
-        return steps
-
-    def time_free(self, gpu: str, need: int) -> float | None:
-        """Earliest time `need` GPUs of this type are available (None: the type has fewer)."""
-        seen = 0
-        for t, n in self._of(gpu):
-            seen += n
-            if seen >= need:
-                return max(t, self.now)
-        return None
-
-    def available_at(self, gpu: str, t: float) -> int:
-        """GPUs of this type available at time `t` and not yet taken."""
-        return sum(n for when, n in self._of(gpu) if when <= t)
-
-    def take(self, gpu: str, need: int, until: float) -> None:
-        """`need` of the earliest GPUs of this type are busy until `until`."""
-        steps = self._of(gpu)
-        left = need
-        while left > 0 and steps:
-            used = min(left, steps[0][1])
-            steps[0][1] -= used
-            left -= used
-            if steps[0][1] == 0:
-                steps.pop(0)
-        insort(steps, [until, need])
-
-
-_PER_SHAPE_LIMIT = 20_000
-_STEP_SECONDS: dict[int, tuple] = {}
-_OPTIONS: dict[tuple, tuple] = {}
-_USABLE: dict[tuple, tuple] = {}
-
-
-def _per_shape(cache: dict, compute, job: QueuedJob, *args):
-    """`compute(job, *args)` once per job shape: jobs of one shape share their plan tuple, so its
-    id (plus `args`) names the shape. The entry keeps the tuple alive so its id cannot be reused."""
-    key = (id(job.plans), *args) if args else id(job.plans)
-    entry = cache.get(key)
-    if entry is None or entry[0] is not job.plans:
-        if len(cache) > _PER_SHAPE_LIMIT:
-            cache.clear()
-        entry = cache[key] = (job.plans, compute(job, *args))
-    return entry[1]
-
-
-def step_seconds(job: QueuedJob) -> dict:
-    """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
-    fewest GPUs any of them needs; "fastest": the least seconds per step of any; "leanest_gpu_s":
-    the least GPU-seconds per step of any)."""
-    entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
-    if entry is not None and entry[0] is job.plans:
-        return entry[1]
-    return _per_shape(_STEP_SECONDS, _compute_step_seconds, job)
-
-
-def _compute_step_seconds(job: QueuedJob) -> dict:
-    one_step = replace(job.spec, steps=1)
-    seconds = {id(c): duration_s(one_step, c) for c in job.plans}
-    seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
-    seconds["fastest"] = min((seconds[id(c)] for c in job.plans), default=float("inf"))
-    seconds["leanest_gpu_s"] = min((seconds[id(c)] * c.num_gpus for c in job.plans), default=float("inf"))
-    return seconds
-
-
-_LAST_RELEASES: list = [None, None]
-
-
-def _releases(state: ClusterState) -> _Releases:
-    """The release schedule of `state.running`, reused while the caller passes the same tuple."""
-    if _LAST_RELEASES[0] is not state.running:
-        _LAST_RELEASES[0], _LAST_RELEASES[1] = state.running, _Releases(state)
-    return _LAST_RELEASES[1]
-
-
-def _usable_plans(job: QueuedJob, slowdowns: tuple[float, float]) -> Sequence[PlanChoice]:
-    """The job's plans minus excluded types and plans too slow next to its fastest, overall and on
-    their own GPU type (`slowdowns`: the two caps); once per job shape, so jobs of one shape share
-    the list."""
-    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, slowdowns)
-
-
-def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], slowdowns: tuple[float, float]) -> list:
-    plans = [c for c in job.plans if c.gpu.name not in excluded]
-    if not plans:
-        return plans
-    overall, same_type = slowdowns
-    seconds = step_seconds(job)
-    fastest = min(seconds[id(c)] for c in plans)
-    by_type: dict[str, float] = {}
-    for c in plans:
-        by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
-    return [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
-
-
-_GRIDS: dict[tuple, tuple] = {}
-
-
-def _grid(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
-    """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
-    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, slowdowns, types)
-
-
-def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
-    return plan_grid(_usable_plans(job, slowdowns), step_seconds(job), types)
 
 
 def _same_head(a: tuple, b: tuple) -> bool:
     """Whether two (grids, steps, capacity) assignment inputs are the same: the same grid objects
     (one per job shape) in the same order, the same steps and capacity."""
     return len(a[0]) == len(b[0]) and all(x is y for x, y in zip(a[0], b[0])) and a[1] == b[1] and a[2] == b[2]
-
-
-def _plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
-    """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
-    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, slowdowns)
-
-
-def _compute_plan_options(job: QueuedJob, _excluded, slowdowns: tuple[float, float]) -> list:
-    seconds = step_seconds(job)
-    return [(c, c.num_gpus, seconds[id(c)]) for c in _usable_plans(job, slowdowns)]
 
 
 @register("frenzy")
@@ -279,7 +133,7 @@ class HeterogeneityAwareScheduler:
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
-        releases = _releases(state) if self.time_aware else None
+        releases = releases_of(state) if self.time_aware else None
         contended = len(queue) > 1 and self._demand(queue) > sum(pool.totals.values())
         if contended:
             queue = self._ordered(queue, now)
@@ -292,14 +146,14 @@ class HeterogeneityAwareScheduler:
         assigned: dict[str, list[PlanChoice]] = {}
         if contended and self.assign_jobs:
             queue, assigned = self._assigned(queue, movers, pool, now)
-        profile = _Profile(releases, pool, now) if releases is not None else None
+        profile = Profile(releases, pool, now) if releases is not None else None
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
             if job.job_id in movers:
                 decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
-            plans = assigned.get(job.job_id) or _usable_plans(job, self.slowdowns)
+            plans = assigned.get(job.job_id) or usable_plans(job, self.slowdowns)
             if contended and self.lean_when_contended and job.job_id not in assigned:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -354,7 +208,7 @@ class HeterogeneityAwareScheduler:
         for job in queue:
             if len(head) == ASSIGNED_JOBS:
                 break
-            grid = None if job.job_id in movers else _grid(job, self.slowdowns, types)
+            grid = None if job.job_id in movers else plan_grid_of(job, self.slowdowns, types)
             if grid is None or not any(grid[1]):
                 continue  # a mover, or a job with no usable plan
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
@@ -376,17 +230,17 @@ class HeterogeneityAwareScheduler:
         return starving + first + [j for j in queue if j.job_id not in taken], \
             {job_id: plans for job_id, (plans, _) in assigned.items()}
 
-    def _slow_runners(self, state: ClusterState, pool: FreePool, releases: _Releases | None,
+    def _slow_runners(self, state: ClusterState, pool: FreePool, releases: Releases | None,
                       now: float) -> dict[str, tuple]:
         # A move needs GPUs free when the call starts (placements only take GPUs): with none, skip
         # the scan of the running jobs, which most calls on a busy cluster would pay for nothing.
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
+        return slow_runners(state, now, lambda j: plan_options(j, self.slowdowns), step_seconds,
                             self._requeue_gain_s)
 
-    def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: _Profile | None,
+    def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
                       reservation: _Reservation | None, now: float) -> list[Decision]:
         """Move a re-queued running job (`job.spec.steps`: the steps it has left) to the first of
         its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
@@ -403,7 +257,7 @@ class HeterogeneityAwareScheduler:
         return [Preempt(job_id=job.job_id, reason=f"frenzy: moved to {choice.num_gpus} faster {choice.gpu.name}"),
                 Place(job_id=job.job_id, choice=choice, allocation=allocation)]
 
-    def _preemptions(self, state, pool: FreePool, releases: _Releases | None, waiting, now: float,
+    def _preemptions(self, state, pool: FreePool, releases: Releases | None, waiting, now: float,
                      moved: set[str]) -> list[Decision]:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
@@ -412,7 +266,7 @@ class HeterogeneityAwareScheduler:
                                lambda j, c: self._run_s(j, c, pool), latest,
                                lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved)
 
-    def _resizes(self, state, pool: FreePool, releases: _Releases | None, waiting, decided,
+    def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
         """Elastic shrink for jobs still waiting, then growth into GPUs nobody waits for."""
         if not (self.elastic and releases is not None and releases.ends):
@@ -428,7 +282,7 @@ class HeterogeneityAwareScheduler:
         # Shrinking serves types some waiting job lacks GPUs of; growing must save grow_min_gain restarts.
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
-        resizable = resizable_jobs(state, now, lambda j: _plan_options(j, self.slowdowns), step_seconds,
+        resizable = resizable_jobs(state, now, lambda j: plan_options(j, self.slowdowns), step_seconds,
                                    touched, short, self.grow_min_gain * restart_s)
         if not resizable:
             return []
@@ -479,7 +333,7 @@ class HeterogeneityAwareScheduler:
                 return rank, allocation
         return len(plans), None
 
-    def _best_wait(self, job, faster, pool: FreePool, profile: _Profile):
+    def _best_wait(self, job, faster, pool: FreePool, profile: Profile):
         """(finish, start, plan) of the plan, among those faster than the one available now, that
         would finish soonest if the job waited for its GPUs; None if none would."""
         best = None

@@ -1,0 +1,91 @@
+"""What HAS computes once per job shape: predicted seconds per step of each plan, the plans a job may
+use, and those plans by GPU type. Jobs of one shape share their MARP plan tuple, so its id names
+the shape; the caches live across scheduling calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from frenzy.memory.plans import PlanChoice
+from frenzy.sched.assignment import plan_grid
+from frenzy.sched.configs import duration_s
+from frenzy.sched.types import QueuedJob
+
+_PER_SHAPE_LIMIT = 20_000
+_STEP_SECONDS: dict[int, tuple] = {}
+_OPTIONS: dict[tuple, tuple] = {}
+_USABLE: dict[tuple, tuple] = {}
+_GRIDS: dict[tuple, tuple] = {}
+
+
+def _per_shape(cache: dict, compute, job: QueuedJob, *args):
+    """`compute(job, *args)` once per job shape: jobs of one shape share their plan tuple, so its
+    id (plus `args`) names the shape. The entry keeps the tuple alive so its id cannot be reused."""
+    key = (id(job.plans), *args) if args else id(job.plans)
+    entry = cache.get(key)
+    if entry is None or entry[0] is not job.plans:
+        if len(cache) > _PER_SHAPE_LIMIT:
+            cache.clear()
+        entry = cache[key] = (job.plans, compute(job, *args))
+    return entry[1]
+
+
+def step_seconds(job: QueuedJob) -> dict:
+    """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
+    fewest GPUs any of them needs; "fastest": the least seconds per step of any; "leanest_gpu_s":
+    the least GPU-seconds per step of any)."""
+    entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
+    if entry is not None and entry[0] is job.plans:
+        return entry[1]
+    return _per_shape(_STEP_SECONDS, _compute_step_seconds, job)
+
+
+def _compute_step_seconds(job: QueuedJob) -> dict:
+    one_step = replace(job.spec, steps=1)
+    seconds = {id(c): duration_s(one_step, c) for c in job.plans}
+    seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
+    seconds["fastest"] = min((seconds[id(c)] for c in job.plans), default=float("inf"))
+    seconds["leanest_gpu_s"] = min((seconds[id(c)] * c.num_gpus for c in job.plans), default=float("inf"))
+    return seconds
+
+
+def usable_plans(job: QueuedJob, slowdowns: tuple[float, float]) -> Sequence[PlanChoice]:
+    """The job's plans minus excluded types and plans too slow next to its fastest, overall and on
+    their own GPU type (`slowdowns`: the two caps); once per job shape, so jobs of one shape share
+    the list."""
+    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, slowdowns)
+
+
+def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], slowdowns: tuple[float, float]) -> list:
+    plans = [c for c in job.plans if c.gpu.name not in excluded]
+    if not plans:
+        return plans
+    overall, same_type = slowdowns
+    seconds = step_seconds(job)
+    fastest = min(seconds[id(c)] for c in plans)
+    by_type: dict[str, float] = {}
+    for c in plans:
+        by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
+    return [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
+
+
+
+def plan_grid_of(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
+    """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
+    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, slowdowns, types)
+
+
+def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
+    return plan_grid(usable_plans(job, slowdowns), step_seconds(job), types)
+
+
+def plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
+    """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
+    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, slowdowns)
+
+
+def _compute_plan_options(job: QueuedJob, _excluded, slowdowns: tuple[float, float]) -> list:
+    seconds = step_seconds(job)
+    return [(c, c.num_gpus, seconds[id(c)]) for c in usable_plans(job, slowdowns)]
