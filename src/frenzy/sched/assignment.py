@@ -89,7 +89,7 @@ def plan_grid(plans: Sequence, seconds: dict, types: Sequence[str]) -> tuple:
     for t, ps in enumerate(by_type):
         table[0, t, :len(ps)] = [seconds[id(c)] for c in ps]
         table[1, t, :len(ps)] = [c.num_gpus for c in ps]
-    takes = [[[c, *(n for n in ps[i + 1:] if n.num_gpus < c.num_gpus)] for i, c in enumerate(ps)] for ps in by_type]
+    takes = [[[c, *(d for d in ps[i + 1:] if d.num_gpus < c.num_gpus)] for i, c in enumerate(ps)] for ps in by_type]
     return table, takes
 
 

@@ -101,3 +101,38 @@ def test_jobs_with_many_behind_take_the_lean_plan_and_the_last_ones_the_fast_one
     plans = {behind: ("wide", "lean")[index] for _, index, behind in chosen}
     assert sorted(plans) == list(range(12))
     assert [b for b, plan in sorted(plans.items()) if plan == "lean"] == [10, 11]
+
+
+class _Plan:
+    """What plan_grid reads of a plan: its GPU type's name and its GPU count."""
+
+    def __init__(self, gpu: str, num_gpus: int):
+        self.gpu = type("Gpu", (), {"name": gpu})()
+        self.num_gpus = num_gpus
+
+
+def test_assign_head_pads_a_grid_wider_than_grid_width_and_offers_the_narrower_plans():
+    from frenzy.sched.assignment import GRID_WIDTH, assign_head, plan_grid
+
+    # Job 0 has GRID_WIDTH + 1 plans on "fast" (1..9 GPUs, near-linear speed-up) and one on "slow";
+    # job 1 one plan per type. Its grid is wider than the others', the case the padding handles.
+    plans0 = [_Plan("fast", n) for n in range(1, GRID_WIDTH + 2)] + [_Plan("slow", 2)]
+    seconds0 = {id(c): 900.0 / c.num_gpus ** 0.9 for c in plans0[:-1]} | {id(plans0[-1]): 1500.0}
+    plans1 = [_Plan("fast", 2), _Plan("slow", 4)]
+    seconds1 = {id(plans1[0]): 400.0, id(plans1[1]): 700.0}
+    grids = [plan_grid(plans0, seconds0, TYPES), plan_grid(plans1, seconds1, TYPES)]
+    assert grids[0][0].shape[2] == GRID_WIDTH + 1 and grids[1][0].shape[2] == GRID_WIDTH
+
+    capacity = [CAPACITY[t] for t in TYPES]
+    picks = assign_head(grids, [10.0, 10.0], 60.0, capacity)
+
+    # The same jobs priced by hand, as (type, run_s, GPUs) options, widest plan first per type.
+    options = [[(c.gpu.name, 60.0 + 10.0 * s[id(c)], c.num_gpus)
+                for c in sorted(p, key=lambda c: -c.num_gpus)] for p, s in ((plans0, seconds0), (plans1, seconds1))]
+    expected = assign(*_arrays(options))
+    for (taken, behind), (t, index, want_behind), plans in zip(picks, expected, (plans0, plans1)):
+        widest_first = sorted((c for c in plans if c.gpu.name == TYPES[t]), key=lambda c: -c.num_gpus)
+        assert taken[0] is widest_first[index] and behind == want_behind
+        # then the narrower plans of the same type, widest first
+        assert all(c.gpu.name == TYPES[t] and c.num_gpus < taken[0].num_gpus for c in taken[1:])
+        assert [c.num_gpus for c in taken[1:]] == sorted((c.num_gpus for c in taken[1:]), reverse=True)
