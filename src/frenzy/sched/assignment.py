@@ -79,9 +79,9 @@ def assign(run_s: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> list[tu
 def plan_grid(plans: Sequence, seconds: dict, types: Sequence[str]) -> tuple:
     """A job's plans by GPU type (rows in `types` order, widest first): an array of shape
     (2, types, GRID_WIDTH or more) holding seconds per step and GPUs (inf seconds and 1 GPU where a
-    type has fewer plans), and per type and plan the plans the job may take when assigned that one:
-    it, then the narrower ones of its type (for when it does not fit now). `seconds`: seconds per
-    step by id(plan)."""
+    type has fewer plans); per type and plan the plans the job may take when assigned that one:
+    it, then the narrower ones of its type (for when it does not fit now); and the most plans on
+    any type. `seconds`: seconds per step by id(plan)."""
     by_type = [sorted((c for c in plans if c.gpu.name == t), key=lambda c: -c.num_gpus) for t in types]
     width = max(GRID_WIDTH, *(len(ps) for ps in by_type))
     table = np.ones((2, len(types), width))
@@ -90,7 +90,7 @@ def plan_grid(plans: Sequence, seconds: dict, types: Sequence[str]) -> tuple:
         table[0, t, :len(ps)] = [seconds[id(c)] for c in ps]
         table[1, t, :len(ps)] = [c.num_gpus for c in ps]
     takes = [[[c, *(d for d in ps[i + 1:] if d.num_gpus < c.num_gpus)] for i, c in enumerate(ps)] for ps in by_type]
-    return table, takes
+    return table, takes, max(len(ps) for ps in by_type)
 
 
 def assign_head(grids: Sequence[tuple], steps: Sequence[float], startup_s: float,
@@ -98,11 +98,11 @@ def assign_head(grids: Sequence[tuple], steps: Sequence[float], startup_s: float
     """Per job (its plan_grid and steps to run): the plans it may take, the assigned one first and
     then the narrower ones of its type, and how many jobs are behind it on that type; None for a
     job left out."""
-    width = max(g[0].shape[2] for g in grids)
-    used = max(len(plans) for g in grids for plans in g[1])  # the padding no job uses is dropped
-    if all(g[0].shape[2] == width for g in grids):
-        table = np.stack([g[0] for g in grids])[:, :, :, :used]
+    used = max(g[2] for g in grids)  # the padding no job uses is dropped
+    if used <= GRID_WIDTH:  # then every grid is GRID_WIDTH wide
+        table = np.array([g[0] for g in grids])[:, :, :, :used]
     else:  # only a shape with more plans on a type than GRID_WIDTH widens it
+        width = max(g[0].shape[2] for g in grids)
         table = np.ones((len(grids), 2, grids[0][0].shape[1], width))
         table[:, 0] = np.inf
         for row, grid in zip(table, grids):
