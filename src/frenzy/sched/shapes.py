@@ -71,7 +71,6 @@ def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], slowdowns: 
     return [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
 
 
-
 def plan_grid_of(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
     """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
     return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, slowdowns, types)

@@ -92,8 +92,6 @@ class _Reservation:
     spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
 
 
-
-
 def _same_head(a: tuple, b: tuple) -> bool:
     """Whether two (grids, steps, capacity) assignment inputs are the same: the same grid objects
     (one per job shape) in the same order, the same steps and capacity."""
