@@ -232,3 +232,39 @@ def test_a_sia_that_sees_true_peaks_never_runs_out_of_memory(shared_traces):
     seen = sim.run().summary()
     assert shipped["oom_restarts"] > 0
     assert seen["oom_restarts"] == 0 and seen["finished"] == seen["jobs"] == len(jobs)
+
+
+def test_reusing_the_head_assignment_changes_no_decision():
+    # HAS reuses its last joint assignment while the head of the queue is unchanged; a run that
+    # re-solves on every call must make the very same decisions, and the reuse must happen.
+    from dataclasses import replace
+
+    import frenzy.sched.policies.has as has
+
+    solved = {"memo": 0, "fresh": 0}
+
+    class Counting(has.HeterogeneityAwareScheduler):
+        def __init__(self, label: str):
+            super().__init__()
+            self.label = label
+
+        def schedule(self, state, queue, now):
+            if self.label == "fresh":
+                self._last_assignment = (None, [])  # forget it: every contended call solves anew
+            return super().schedule(state, queue, now)
+
+    original = has.assign_head
+    runs = {}
+    for label in ("memo", "fresh"):
+        def counted(*args, _label=label):
+            solved[_label] += 1
+            return original(*args)
+        has.assign_head = counted
+        try:
+            burst = [replace(j, submit_time_s=j.submit_time_s / 20) for j in small_jobs(60)]  # a contended queue
+            sim = Simulator(load_cluster("testbed"), Counting(label), burst, SimConfig(seed=0))
+            runs[label] = sim.run().jobs
+        finally:
+            has.assign_head = original
+    assert runs["memo"] == runs["fresh"]
+    assert 0 < solved["memo"] < solved["fresh"], solved
