@@ -80,6 +80,8 @@ def test_cluster_yaml_errors_and_suggestions(tmp_path):
         parse_cluster({"nodes": [{"gpu_type": "T4", "gpus_per_node": 4, "count": 1, "gpus": 3}]})
     with pytest.raises(KeyError, match="Did you mean"):
         load_cluster("sia64")
+    with pytest.raises(KeyError, match="Known: alibaba-openb, alibaba-spot, sia-64, synthetic-10k, testbed"):
+        load_cluster("qqqqqq")
     path = tmp_path / "c.yaml"
     path.write_text(load_cluster("testbed").to_yaml())
     assert load_cluster(str(path)).gpus_by_type() == load_cluster("testbed").gpus_by_type()

@@ -5,11 +5,23 @@ class FrenzyError(Exception):
     """Base class: a problem with the user's input or the cluster that the user can act on."""
 
 
-class UnknownNameError(FrenzyError, KeyError):
-    """A catalog name (model, GPU type, cluster) that does not exist; suggests the closest names."""
+KNOWN_NAMES_LISTED = 30  # an error lists every known name only when there are at most this many
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]):
-        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+
+class UnknownNameError(FrenzyError, KeyError):
+    """A catalog name (model, GPU type, cluster, policy) that does not exist; suggests the closest
+    names, or, when none is close and the names are few, lists them all."""
+
+    def __init__(self, kind: str, name: str, suggestions: list[str], known: list[str] | None = None,
+                 listed_by: str | None = None):
+        if suggestions:
+            hint = f" Did you mean: {', '.join(suggestions)}?"
+        elif known and len(known) <= KNOWN_NAMES_LISTED:
+            hint = f" Known: {', '.join(sorted(known))}."
+        elif listed_by:
+            hint = f" `{listed_by}` lists them."
+        else:
+            hint = ""
         super().__init__(f"unknown {kind} '{name}'.{hint}")
         self.kind, self.name, self.suggestions = kind, name, suggestions
 

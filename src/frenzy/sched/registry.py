@@ -29,7 +29,7 @@ def get_policy(name: str) -> Policy:
     _load_builtin_policies()
     if name not in POLICIES:
         import difflib
-        raise UnknownNameError("policy", name, difflib.get_close_matches(name, list(POLICIES), n=3))
+        raise UnknownNameError("policy", name, difflib.get_close_matches(name, list(POLICIES), n=3), list(POLICIES))
     return POLICIES[name]()
 
 

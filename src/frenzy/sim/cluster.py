@@ -164,5 +164,6 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
         return parse_cluster(yaml.safe_load(path.read_text()), path.stem)
     names = builtin_cluster_names()
     if name_or_path not in names:
-        raise UnknownNameError("cluster", name_or_path, difflib.get_close_matches(name_or_path, names, n=3))
+        raise UnknownNameError("cluster", name_or_path, difflib.get_close_matches(name_or_path, names, n=3),
+                               list(names))
     return _builtin(name_or_path)

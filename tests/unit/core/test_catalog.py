@@ -49,6 +49,14 @@ def test_unknown_model_suggests_close_names():
     assert "meta-llama/Llama-3.1-8B" in str(err.value)
 
 
+def test_a_name_close_to_nothing_gets_the_list_or_where_to_find_it():
+    with pytest.raises(UnknownNameError) as err:
+        catalog.gpu_type("qqqqqq")
+    assert all(name in str(err.value) for name in REQUIRED_GPUS)  # few enough to list them all
+    with pytest.raises(UnknownNameError, match="`frenzy models` lists them"):
+        catalog.canonical_model_name("qqqqqq")  # too many to list
+
+
 REQUIRED_GPUS = """H100-SXM-80G H100-PCIe-80G H200-141G GH200-96G A100-SXM-80G A100-SXM-40G A100-PCIe-80G
 A100-PCIe-40G A800-80G H800-80G L40S-48G L40-48G A40-48G A10-24G A10G-24G L4-24G A6000-48G RTX-4090-24G
 RTX-3090-24G V100-SXM-32G V100-SXM-16G V100-PCIe-16G T4-16G P100-16G RTX-2080Ti-11G Quadro-RTX6000-24G""".split()

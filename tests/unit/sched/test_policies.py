@@ -54,6 +54,8 @@ def test_registry_has_all_policies_and_suggests_names():
         assert get_policy(name).name == name
     with pytest.raises(UnknownNameError, match="Did you mean: gavel"):
         get_policy("gavle")
+    with pytest.raises(UnknownNameError, match="Known: fifo, frenzy, gavel, opportunistic, sia"):
+        get_policy("qqqqqq")
 
 
 @pytest.mark.parametrize("name", ["frenzy", "sia", "gavel", "opportunistic", "fifo"])

@@ -20,7 +20,7 @@ def _key(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(" ", "-")
 
 
-def canonical_name(kind: str, name: str, table: dict[str, str]) -> str:
+def canonical_name(kind: str, name: str, table: dict[str, str], listed_by: str | None = None) -> str:
     """Map a user-typed name to its canonical name using `table` (normalised alias -> canonical).
 
     Raises UnknownNameError with the closest canonical names when nothing matches.
@@ -30,7 +30,7 @@ def canonical_name(kind: str, name: str, table: dict[str, str]) -> str:
         return canonical
     close = difflib.get_close_matches(_key(name), list(table), n=8, cutoff=0.5)
     suggestions = list(dict.fromkeys(table[c] for c in close))[:4]
-    raise UnknownNameError(kind, name, suggestions)
+    raise UnknownNameError(kind, name, suggestions, list(dict.fromkeys(table.values())), listed_by)
 
 
 # ---- GPU types ---------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def _gpu_aliases() -> dict[str, str]:
 
 
 def gpu_type(name: str) -> GpuType:
-    return gpu_types()[canonical_name("GPU type", name, _gpu_aliases())]
+    return gpu_types()[canonical_name("GPU type", name, _gpu_aliases(), "frenzy gpus")]
 
 
 # ---- model configs -----------------------------------------------------------------------
@@ -103,7 +103,7 @@ def model_names() -> list[str]:
 
 
 def canonical_model_name(name: str) -> str:
-    return canonical_name("model", name, _model_aliases())
+    return canonical_name("model", name, _model_aliases(), "frenzy models")
 
 
 def model_config(name: str) -> dict:
