@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
-from sim_common import Slice, load_slice, require_shared  # noqa: E402
+from sim_common import Slice, load_slice, require_shared, seeds_arg  # noqa: E402
 from sim_jct import CLUSTERS, SLICES  # noqa: E402
 
 EXTRA_SLICES = [
@@ -52,16 +52,9 @@ def run_one(task) -> tuple[str, str, str, int, float]:
     return sl.label, cluster, variant, seed, summary["avg_jct_s"]
 
 
-def _seeds(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got '{text}'") from None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=_seeds, default=[0], help="comma-separated seeds, e.g. 0,1,2")
+    parser.add_argument("--seeds", type=seeds_arg, default=[0], help="comma-separated seeds, e.g. 0,1,2")
     seeds = parser.parse_args().seeds
     require_shared()
     runs = [(s, c) for s in SLICES + EXTRA_SLICES for c in CLUSTERS]

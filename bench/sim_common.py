@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,3 +52,11 @@ def load_slice(s: Slice, total_gpus: int, load: float, seed: int = 0):
 
     jobs = load_trace(s.file, seed=seed, max_jobs=s.jobs, skip_jobs=s.skip)
     return scale_arrivals(jobs, arrival_scale_for(s, total_gpus, load))
+
+
+def seeds_arg(text: str) -> list[int]:
+    """argparse type for a comma-separated list of seeds."""
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got '{text}'") from None

@@ -1,10 +1,10 @@
-"""JCT of every policy on shared-trace slices x heterogeneous clusters; writes docs/BENCHMARKS.md#sim-jct
-and #sim-fidelity (Sia vs Gavel on sia-64).
+"""JCT of every policy on shared-trace slices x heterogeneous clusters; writes docs/BENCHMARKS.md#sim-jct,
+#sim-fidelity (Sia vs Gavel on sia-64) and #sim-jct-seeds (frenzy vs sia repeated over --seeds).
 
 Each slice is a contiguous run of jobs from a shared trace, mapped to LLM jobs (frenzy.sim.workload,
 seed 0) and time-compressed so that its offered load (requested GPUs x trace duration, over the
 cluster's GPU-seconds in the arrival window) is LOAD. Runs use two processes (this machine has 2 cores).
-    python bench/sim_jct.py [--load 1.0] [--quick]
+    python bench/sim_jct.py [--load 1.0] [--quick] [--seeds 0,1,2,3,4,5]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
-from sim_common import Slice, load_slice, require_shared  # noqa: E402
+from sim_common import Slice, load_slice, require_shared, seeds_arg  # noqa: E402
 
 SLICES = [
     Slice("ElasticFlow cluster10 (raw), all 260 jobs", "traces/elasticflow/raw/cluster10.csv", 0, 260),
@@ -35,8 +35,7 @@ def run_one(task) -> dict:
     from frenzy.sim.cluster import load_cluster
     from frenzy.sim.engine import SimConfig, Simulator
 
-    sl, cluster, load, policy, *seed = task
-    seed = seed[0] if seed else 0
+    sl, cluster, load, policy, seed = task
     spec = load_cluster(cluster)
     jobs = load_slice(sl, spec.total_gpus, load, seed=seed)
     t0 = time.perf_counter()
@@ -89,13 +88,13 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true", help="first slice, sia-64 only")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--seeds", default="0,1,2,3,4,5",
+    parser.add_argument("--seeds", type=seeds_arg, default=[0, 1, 2, 3, 4, 5],
                         help="seeds of the frenzy-vs-sia repeat (the job mapping and the true memory peaks)")
     args = parser.parse_args()
     require_shared()
     slices = SLICES[:1] if args.quick else SLICES
     clusters = CLUSTERS[:1] if args.quick else CLUSTERS
-    tasks = [(s, c, args.load, p) for s in slices for c in clusters for p in POLICIES]
+    tasks = [(s, c, args.load, p, 0) for s in slices for c in clusters for p in POLICIES]
     t0 = time.time()
     with Pool(2) as pool:
         results = pool.map(run_one, tasks, chunksize=1)
@@ -123,9 +122,8 @@ def main() -> None:
            + "\n".join(fidelity))
     print(fmd)
     write_section("sim-fidelity", fmd)
-    seeds = [int(x) for x in args.seeds.split(",") if x != ""]
-    if seeds:
-        smd = over_seeds(slices, clusters, args.load, seeds, results)
+    if args.seeds:
+        smd = over_seeds(slices, clusters, args.load, args.seeds, results)
         print(smd)
         write_section("sim-jct-seeds", smd)
 
