@@ -29,7 +29,7 @@ ROUND_S = 360.0
 def max_min_fractions(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """X maximising min_j sum_t X[j,t] thr[j,t] / max_t thr[j,t], s.t. sum_t X[j,t] <= 1 and
     sum_j gpus[j] X[j,t] <= capacity[t]; X[j,t] = 0 where thr[j,t] = 0. (Gavel, section 4.1.)"""
-    from scipy.optimize import linprog  # SciPy (extra `sim`) only when a round is solved
+    from scipy.optimize import linprog  # imported only when a round is solved: keeps `import frenzy` light
 
     jobs, types = throughput.shape
     best = throughput.max(axis=1, keepdims=True)

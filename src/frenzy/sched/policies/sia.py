@@ -55,7 +55,7 @@ def job_configs(job: QueuedJob, pool: FreePool, types: list[str],
 def build_problem(entries, types: list[str], capacity: dict[str, int]):
     """Objective, constraint matrix and bounds of the ILP. `entries` holds, per job, a list of
     (type, count, utility); variables are those (job, config) pairs in order."""
-    from scipy.optimize import LinearConstraint  # SciPy (extra `sim`) only when a round is solved
+    from scipy.optimize import LinearConstraint  # imported only when a round is solved: keeps `import frenzy` light
     from scipy.sparse import coo_matrix
     values, rows, cols, data = [], [], [], []
     type_row = {t: len(entries) + i for i, t in enumerate(types)}
