@@ -1,6 +1,8 @@
 """Policies on tiny hand-built states, checked against hand-derived or brute-force answers."""
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -424,3 +426,17 @@ def test_sia_memory_judge_must_be_a_function():
 
     with pytest.raises(TypeError, match="Simulator.true_fits"):
         SiaScheduler(fits=True)
+
+
+def test_sia_solve_writes_nothing_to_stdout(capfd):
+    # A recorded round whose solve makes HiGHS print a debug line straight to fd 1 (HiGHS #2783).
+    case = json.loads((Path(__file__).parents[2] / "data" / "sia_ilp_highs_prints.json").read_text())
+    entries = [[tuple(config) for config in job] for job in case["entries"]]
+    chosen = solve(entries, case["types"], case["capacity"])
+    print("after the solve")  # stdout still works once the solve is over
+    assert capfd.readouterr().out == "after the solve\n"
+    used = {t: 0 for t in case["types"]}
+    for job, k in zip(entries, chosen):
+        if k is not None:
+            used[job[k][0]] += job[k][1]
+    assert all(used[t] <= case["capacity"][t] for t in used) and any(k is not None for k in chosen)

@@ -14,7 +14,11 @@ profiling never misses. Goodput = throughput: fixed global batches keep statisti
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import contextlib
+import ctypes
+import os
+import sys
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -73,6 +77,26 @@ def build_problem(entries, types: list[str], capacity: dict[str, int]):
     return -np.array(values), LinearConstraint(matrix, -np.inf, upper)
 
 
+@contextlib.contextmanager
+def _native_stdout_silenced() -> Iterator[None]:
+    """Send the process's stdout (fd 1) to /dev/null for the block. HiGHS prints a debug line
+    ("HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();") straight to fd 1
+    during some MIP solves, whatever `disp` says (HiGHS issue #2783); it would land in the middle
+    of `frenzy simulate`'s table. Writes by other threads during the solve (milliseconds) are lost
+    too, which a simulation baseline can afford."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).fflush(None)  # C stdio may still buffer the line: flush it to /dev/null
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve(entries, types, capacity, time_limit_s: float = SOLVER_TIME_LIMIT_S) -> list[int | None]:
     """Index of the chosen configuration per job (None: not scheduled this round)."""
     if not any(entries):
@@ -82,8 +106,9 @@ def solve(entries, types, capacity, time_limit_s: float = SOLVER_TIME_LIMIT_S) -
     cost, constraint = build_problem(entries, types, capacity)
     # A relative gap (not only a time limit) ends the search deterministically: a seeded run must
     # give the same allocation on a loaded machine as on an idle one.
-    result = milp(cost, constraints=constraint, integrality=np.ones_like(cost), bounds=Bounds(0, 1),
-                  options={"time_limit": time_limit_s, "disp": False, "mip_rel_gap": MIP_RELATIVE_GAP})
+    with _native_stdout_silenced():
+        result = milp(cost, constraints=constraint, integrality=np.ones_like(cost), bounds=Bounds(0, 1),
+                      options={"time_limit": time_limit_s, "disp": False, "mip_rel_gap": MIP_RELATIVE_GAP})
     x = result.x if result.x is not None else np.zeros_like(cost)
     chosen, var = [], 0
     for configs in entries:
