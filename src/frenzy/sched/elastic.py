@@ -33,9 +33,10 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.sched.pool import FreePool
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
 
-# A running job is resized or re-queued only this long after its last (re)start. Shorter than
-# preemption's guard hurt here: on bench/sim_ablation.py's twelve runs over seeds 0-5 (with
-# preemption's 60 s), 60 -> 28.7%, 300 -> 28.9%, 600 -> 28.3% mean cut vs sia.
+# A running job is resized or re-queued only this long after its last (re)start. Preemption's guard
+# is shorter (frenzy.sched.preemption.MIN_RUN_S); the same 60 s here cost a little: on
+# bench/sim_ablation.py's twelve runs over seeds 0-5, 60 -> 28.7%, 300 -> 28.9%, 600 -> 28.3% mean
+# cut vs sia.
 MIN_RUN_S = 300.0
 GROW_MIN_GAIN = 3.0  # a grow or move must save this many restarts of the job's own time (~4.5 min)
 # A shrink moves its victim to a plan at most this many times slower per step: a small step down

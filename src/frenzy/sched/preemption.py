@@ -4,13 +4,13 @@ Without preemption a short job that arrives while long jobs hold the GPUs it nee
 to end; with heavy-tailed job lengths that dominates average JCT (Sia and Gavel re-allocate every
 round for this reason). Frenzy knows each job's predicted run time, so it preempts only where the
 trade is clearly good: the victim's predicted remaining time is at least PREEMPT_FACTOR x the
-waiting job's whole run, and the victim has run at least MIN_RUN_S since it (re)started, so that no
-job is bounced back and forth and the restart cost (start-up + checkpoint restore, ~90 s) stays
-small next to what the short job saves. The factor and the cap per call were chosen on the bench/sim_jct.py slices
-(factor 3 / 16 jobs per call against 8 / 4 and 4 / 8; over bench/sim_ablation.py's twelve runs x
-seeds 0-5 the factor still wins: 2 -> 27.4%, 2.5 -> 28.6%, 3 -> 28.9%, 4 -> 28.1% mean cut vs sia,
-and the cap does not bind: 8 and 32 give the same). The victim keeps its progress (checkpoint on
-stop) and queues again.
+waiting job's whole run, so the restart cost (start-up + checkpoint restore, ~90 s) stays small
+next to what the short job saves, and the victim has run at least MIN_RUN_S since it (re)started,
+so that a job is not stopped before its first steps. The factor and the cap per call were chosen
+on the bench/sim_jct.py slices (factor 3 / 16 jobs per call against 8 / 4 and 4 / 8); over
+bench/sim_ablation.py's twelve runs x seeds 0-5 the factor still wins (2 -> 27.4%, 2.5 -> 28.6%,
+3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). The
+victim keeps its progress (checkpoint on stop) and queues again.
 """
 
 from __future__ import annotations
