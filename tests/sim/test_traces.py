@@ -96,3 +96,18 @@ def test_alibaba_yaml_matches_the_node_lists(shared_dir):
             total = sum(int(r[column]) for r in csv.DictReader(f))
         assert spec.total_gpus == total == load_cluster(name).total_gpus
         assert spec.gpus_by_type() == load_cluster(name).gpus_by_type()
+
+
+def test_a_wrong_format_or_job_range_says_what_to_change(tmp_path):
+    trace = tmp_path / "ef.csv"
+    trace.write_text("job_id,num_gpu,submission_time,duration\na,2,0,3600\nb,1,60,600\nc,4,90,60\n")
+    with pytest.raises(ValueError, match=r"not in the philly format: it lacks the columns \['num_gpus', 'timestamp'\]; "
+                                         "its header matches the elasticflow format"):
+        load_trace(trace, "philly")
+    with pytest.raises(ValueError, match="unknown trace format 'csv'; choose one of: auto, frenzy, elasticflow"):
+        load_trace(trace, "csv")
+    for bad in ({"max_jobs": 0}, {"max_jobs": -2}, {"skip_jobs": -1}):  # slicing would take the wrong jobs
+        with pytest.raises(ValueError, match="must be >="):
+            load_trace(trace, **bad)
+    kept = load_trace(trace, "elasticflow", max_jobs=1, skip_jobs=1)
+    assert [(j.job_id, j.submit_time_s) for j in kept] == [("b", 0.0)]

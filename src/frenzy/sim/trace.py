@@ -112,14 +112,33 @@ def read_philly(path: Path) -> list[RawJob]:
     return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
 
 
-def detect_format(path: Path) -> str:
+# The columns that identify each trace format (the canonical one needs more to be read: CANONICAL_COLUMNS).
+FORMAT_COLUMNS = {"frenzy": {"submit_time_s", "model", "steps"},
+                  "elasticflow": {"submission_time", "duration", "num_gpu"},
+                  "philly": {"timestamp", "duration", "num_gpus"}}
+
+
+def _header(path: Path) -> set[str]:
     with open(path, newline="") as f:
-        header = set(next(csv.reader(f), []))
-    if {"submit_time_s", "model", "steps"} <= header:
-        return "frenzy"
-    if {"submission_time", "duration", "num_gpu"} <= header:
-        return "elasticflow"
-    if {"timestamp", "duration", "num_gpus"} <= header:
-        return "philly"
+        return set(next(csv.reader(f), []))
+
+
+def detect_format(path: Path) -> str:
+    header = _header(path)
+    for fmt, columns in FORMAT_COLUMNS.items():
+        if columns <= header:
+            return fmt
     raise ValueError(f"{path}: unrecognised trace header {sorted(header)}; use the canonical columns "
                      + ",".join(CANONICAL_COLUMNS) + " or an ElasticFlow/Philly trace")
+
+
+def check_format(path: Path, fmt: str) -> None:
+    """Raise a ValueError that names the missing columns (and the format the header does match)
+    when a trace read as `fmt` lacks that format's identifying columns."""
+    missing = FORMAT_COLUMNS[fmt] - _header(path)
+    if missing:
+        try:
+            hint = f"; its header matches the {detect_format(path)} format: read it as that, or auto"
+        except ValueError:
+            hint = ""
+        raise ValueError(f"{path} is not in the {fmt} format: it lacks the columns {sorted(missing)}{hint}")

@@ -31,7 +31,8 @@ from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.sched.configs import config_choice, peak_bytes
 from frenzy.sim import truth
-from frenzy.sim.trace import RawJob, TraceJob, detect_format, read_elasticflow, read_frenzy_csv, read_philly
+from frenzy.sim.trace import (FORMAT_COLUMNS, RawJob, TraceJob, check_format, detect_format, read_elasticflow,
+                              read_frenzy_csv, read_philly)
 from frenzy.core import catalog
 
 REFERENCE_GPU = "V100-SXM-32G"  # Philly and Microsoft ITP (ElasticFlow) ran P100/V100-class GPUs
@@ -106,22 +107,27 @@ def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: 
                skip_jobs: int = 0) -> list[TraceJob]:
     """Jobs of a trace file in arrival order (`skip_jobs` then at most `max_jobs` of them), times
     shifted so the first kept job arrives at 0."""
+    if max_jobs is not None and max_jobs < 1:
+        raise ValueError(f"max jobs must be >= 1 (leave it out to use every job), got {max_jobs}")
+    if skip_jobs < 0:
+        raise ValueError(f"skip jobs must be >= 0, got {skip_jobs}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"trace {path} not found; the shared traces live in ../shared/traces")
+    if fmt not in ("auto", *FORMAT_COLUMNS):
+        raise ValueError(f"unknown trace format '{fmt}'; choose one of: auto, {', '.join(FORMAT_COLUMNS)}")
     fmt = detect_format(path) if fmt == "auto" else fmt
+    check_format(path, fmt)
     if fmt == "frenzy":
         jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
-    elif fmt in ("elasticflow", "philly"):
+    else:
         raw = read_elasticflow(path) if fmt == "elasticflow" else read_philly(path)
         raw = sorted(raw, key=lambda j: j.submit_time_s)[skip_jobs:]
-        raw = raw[:max_jobs] if max_jobs else raw
+        raw = raw[:max_jobs] if max_jobs is not None else raw
         jobs = [to_llm_job(r, seed) for r in raw]
         skip_jobs = 0
-    else:
-        raise ValueError(f"unknown trace format '{fmt}'; choose one of: auto, frenzy, elasticflow, philly")
     jobs = jobs[skip_jobs:]
-    jobs = jobs[:max_jobs] if max_jobs else jobs
+    jobs = jobs[:max_jobs] if max_jobs is not None else jobs
     if not jobs:
         return []
     start = jobs[0].submit_time_s
