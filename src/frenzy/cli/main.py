@@ -66,6 +66,7 @@ def memory(
 ) -> None:
     """Predict the per-GPU peak memory of one training step under one parallel plan."""
     from frenzy.memory.estimate import estimate
+    from frenzy.memory.plans import check_plan
 
     try:
         arch = load_model(model)
@@ -74,6 +75,7 @@ def memory(
                             grad_accum=grad_accum, recompute=parse_recompute(recompute),
                             sequence_parallel=sequence_parallel)
         job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=plan.global_batch)
+        check_plan(job, plan)
         gpu_type = catalog.gpu_type(gpu) if gpu else None
         results = {"MARP": estimate(job, plan, gpu_type)}
         if trace or compare:
@@ -137,6 +139,8 @@ def plan(
     try:
         if max_gpus < 1:
             raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
+        if top < 1:
+            raise ValueError(f"--top must be >= 1 (--json prints every plan), got {top}")
         arch = load_model(model)
         training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
         job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=global_batch, steps=steps)

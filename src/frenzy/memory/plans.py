@@ -74,12 +74,32 @@ def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
 
 
+def _splits_model(arch, tp: int) -> bool:
+    """Whether tensor parallelism of degree tp can split the model: tp divides the heads and the
+    MLP width, and the KV heads (or is a multiple of them: each KV head is then replicated)."""
+    return arch.num_heads % tp == 0 and arch.intermediate_size % tp == 0 and \
+        (arch.num_kv_heads % tp == 0 or tp % arch.num_kv_heads == 0)
+
+
 def _tensor_degrees(job: JobSpec, per_node: int) -> list[int]:
-    """tp must divide the heads (and the KV heads, or be a multiple of them) and fit in a node."""
-    arch = job.model
-    return [t for t in _powers_of_two(min(per_node, 8))
-            if arch.num_heads % t == 0 and (arch.num_kv_heads % t == 0 or t % arch.num_kv_heads == 0)
-            and arch.intermediate_size % t == 0]
+    """tp must split the model (_splits_model) and fit in a node."""
+    return [t for t in _powers_of_two(min(per_node, 8)) if _splits_model(job.model, t)]
+
+
+def check_plan(job: JobSpec, plan: ParallelPlan) -> None:
+    """Raise a ValueError that says what to change when `plan` cannot lay out `job`'s model (the
+    planner itself only builds plans that can)."""
+    arch, problems = job.model, []
+    if plan.tp > 1 and not _splits_model(arch, plan.tp):
+        problems.append(f"tp {plan.tp} does not split {arch.num_heads} heads / {arch.num_kv_heads} KV heads / "
+                        f"MLP width {arch.intermediate_size}; use one of "
+                        + ", ".join(str(t) for t in range(1, arch.num_heads + 1) if _splits_model(arch, t)))
+    if plan.pp > arch.num_layers:
+        problems.append(f"pp {plan.pp} is more stages than the model's {arch.num_layers} layers")
+    if plan.sequence_parallel and job.seq_len % plan.tp:
+        problems.append(f"sequence parallelism needs the sequence length ({job.seq_len}) divisible by tp {plan.tp}")
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recompute],
@@ -102,7 +122,8 @@ def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recomp
             for stage in zero if dp > 1 else [ZeroStage.NONE]:
                 for rc in recompute:
                     yield ParallelPlan(dp=dp, tp=tp, pp=pp, zero=stage, recompute=rc,
-                                       sequence_parallel=sequence_parallel and tp > 1, micro_batch=1,
+                                       sequence_parallel=sequence_parallel and tp > 1 and job.seq_len % tp == 0,
+                                       micro_batch=1,
                                        grad_accum=per_rank), micro[::-1]
 
 

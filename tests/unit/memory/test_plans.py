@@ -9,7 +9,8 @@ from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
-from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, plan_job
+from frenzy.core.plan import ParallelPlan
+from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, check_plan, plan_job
 
 ALL_GPUS = list(catalog.gpu_types().values())
 
@@ -57,3 +58,26 @@ def test_more_gpus_never_needed_on_a_bigger_gpu_of_the_same_kind():
 def test_job_that_fits_nowhere_explains_what_would_help():
     with pytest.raises(NoFeasiblePlanError, match="needs .* GiB per GPU"):
         plan_job(job("llama-3.1-405b", batch=8, precision=Precision.FP16_MIXED), [catalog.gpu_type("T4-16G")], max_gpus=8)
+
+
+def test_every_planned_plan_passes_the_layout_check_and_sequence_parallelism_needs_a_divisible_sequence():
+    # 2047 tokens cannot be split over any tp > 1 (Megatron's sequence parallelism shards the
+    # sequence dimension evenly), so tensor-parallel plans run without it.
+    j = job("llama-3.1-8b", batch=8, seq=2047)
+    choices = plan_job(j, [catalog.gpu_type("A100-SXM-40G")])
+    assert any(c.plan.tp > 1 for c in choices)
+    for c in choices:
+        check_plan(j, c.plan)
+        assert not c.plan.sequence_parallel
+    assert any(c.plan.sequence_parallel for c in plan_job(job("llama-3.1-8b", batch=8), [catalog.gpu_type("A100-SXM-40G")]))
+
+
+@pytest.mark.parametrize("plan, says", [
+    (ParallelPlan(tp=3), r"tp 3 does not split 32 heads / 8 KV heads / MLP width 14336; use one of 1, 2, 4, 8, 16, 32"),
+    (ParallelPlan(pp=64), "pp 64 is more stages than the model's 32 layers"),
+    (ParallelPlan(tp=2, sequence_parallel=True), r"sequence length \(2047\) divisible by tp 2"),
+])
+def test_a_plan_that_cannot_lay_out_the_model_says_what_to_change(plan, says):
+    with pytest.raises(ValueError, match=says):
+        check_plan(job("llama-3.1-8b", seq=2047), plan)
+    check_plan(job("llama-3.1-8b", seq=2048), ParallelPlan(tp=8, pp=32, sequence_parallel=True))
