@@ -62,11 +62,11 @@ def simulate(
         names = [p.strip() for p in policy.split(",") if p.strip()]
         for name in names:
             get_policy(name)
+        config = SimConfig(seed=seed, objective=objective)  # first: it checks the seed the trace mapping uses
         spec = load_cluster(cluster)
         jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
         if arrival_scale != 1.0:
             jobs = scale_arrivals(jobs, arrival_scale)
-        config = SimConfig(seed=seed, objective=objective)
     except (*USER_ERRORS, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     if not jobs:
