@@ -67,3 +67,10 @@ def test_infeasible_plan_names_the_requirement_and_remedies():
                  "--precision", "fp16-mixed", "--max-gpus", "4")
     assert result.exit_code == 2
     assert "needs" in result.output and "GiB" in result.output and "LoRA" in result.output
+
+
+def test_a_plan_the_model_cannot_take_and_a_non_positive_top_are_clear_errors():
+    result = run("memory", "llama-3.2-1b", "--tp", "3")  # 32 heads, 8 KV heads
+    assert result.exit_code == 2 and "tp 3 does not split 32 heads" in result.output and "use one of 1, 2, 4, 8" in result.output
+    result = run("plan", "gpt2", "--seq", "512", "--top", "0")
+    assert result.exit_code == 2 and "--top must be >= 1" in result.output
