@@ -30,7 +30,9 @@ def test_simulate_bad_settings_are_user_errors_before_any_run(trace_csv):
     for args, says in ((["--objective", "speed"], "unknown objective 'speed'; choose one of: time, cost"),
                        (["--seed", "-1"], "seed must be >= 0"),
                        (["--max-jobs", "0"], "max jobs must be >= 1"),
-                       (["--trace-format", "philly"], "not in the philly format")):
+                       (["--trace-format", "philly"], "not in the philly format"),
+                       (["--json", str(trace_csv.parent)], "is a directory; give a file path"),
+                       (["--plots", str(trace_csv)], "--plots: cannot create the folder")):
         result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                           "--policy", "frenzy", *args])
         assert result.exit_code == 2 and says in result.output, (args, result.output)

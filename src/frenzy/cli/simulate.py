@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -63,6 +64,7 @@ def simulate(
         for name in names:
             get_policy(name)
         config = SimConfig(seed=seed, objective=objective)  # first: it checks the seed the trace mapping uses
+        _check_outputs(as_json, plots)  # before the run, so a bad path does not waste it
         spec = load_cluster(cluster)
         jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
         if arrival_scale != 1.0:
@@ -87,9 +89,23 @@ def simulate(
                    as_json, plots)
 
 
+def _check_outputs(as_json: Optional[Path], plots: Optional[Path]) -> None:
+    """Create the output folders now and refuse paths that cannot be written (ValueError)."""
+    if as_json is not None and as_json.is_dir():
+        raise ValueError(f"--json {as_json} is a directory; give a file path such as {as_json / 'metrics.json'}")
+    for folder, option in ((None if as_json is None else as_json.parent, "--json"), (plots, "--plots")):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"{option}: cannot create the folder {folder} ({exc.strerror}); choose a writable path") from None
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"{option}: the folder {folder} is not writable; choose a writable path")
+
+
 def _write_outputs(results, rows: list[dict], header: dict, as_json: Optional[Path], plots: Optional[Path]) -> None:
     if as_json is not None:
-        as_json.parent.mkdir(parents=True, exist_ok=True)
         as_json.write_text(json.dumps({**header, "policies": rows}, indent=2))
         console.print(f"metrics written to {as_json}")
     if plots is not None:
