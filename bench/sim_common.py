@@ -55,8 +55,8 @@ def load_slice(s: Slice, total_gpus: int, load: float, seed: int = 0):
 
 
 def seeds_arg(text: str) -> list[int]:
-    """argparse type for a comma-separated list of seeds."""
-    try:
-        return [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got '{text}'") from None
+    """argparse type for a comma-separated list of seeds (each >= 0, as SimConfig requires)."""
+    parts = text.split(",")
+    if not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 0 such as 0,1,2, got '{text}'")
+    return [int(p) for p in parts]

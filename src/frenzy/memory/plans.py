@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
+from frenzy.core.model import ModelArch
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
@@ -74,7 +75,7 @@ def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
 
 
-def _splits_model(arch, tp: int) -> bool:
+def _splits_model(arch: ModelArch, tp: int) -> bool:
     """Whether tensor parallelism of degree tp can split the model: tp divides the heads and the
     MLP width, and the KV heads (or is a multiple of them: each KV head is then replicated)."""
     return arch.num_heads % tp == 0 and arch.intermediate_size % tp == 0 and \

@@ -38,9 +38,14 @@ def _by_cost(job: JobSpec) -> RankKey:
 RANK_FACTORIES: dict[str, Callable[[JobSpec], RankKey]] = {"time": _by_finish_time, "cost": _by_cost}
 
 
-def rank_key(objective: str, job: JobSpec) -> RankKey:
-    """The ranking key of `objective` for this job; ValueError listing the objectives otherwise."""
+def check_objective(objective: str) -> None:
+    """ValueError listing the objectives when `objective` is none of them."""
     if objective not in RANK_FACTORIES:
         raise ValueError(f"unknown objective '{objective}'; choose one of: {', '.join(RANK_FACTORIES)}")
+
+
+def rank_key(objective: str, job: JobSpec) -> RankKey:
+    """The ranking key of `objective` for this job; ValueError listing the objectives otherwise."""
+    check_objective(objective)
     return RANK_FACTORIES[objective](job)
 

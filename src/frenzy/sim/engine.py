@@ -30,7 +30,7 @@ from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.memory.plans import PlanChoice, plan_job
-from frenzy.memory.ranking import RANK_FACTORIES, rank_key
+from frenzy.memory.ranking import check_objective, rank_key
 from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
@@ -83,8 +83,7 @@ class SimConfig:
     def __post_init__(self):
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
-        if self.objective not in RANK_FACTORIES:
-            raise ValueError(f"unknown objective '{self.objective}'; choose one of: {', '.join(RANK_FACTORIES)}")
+        check_objective(self.objective)
         if self.startup_s < 0 or self.restore_s < 0:
             raise ValueError("startup_s and restore_s must be >= 0")
         if not 0 <= self.safety_margin < 1:

@@ -116,8 +116,10 @@ def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: 
         raise FileNotFoundError(f"trace {path} not found; the shared traces live in ../shared/traces")
     if fmt not in ("auto", *FORMAT_COLUMNS):
         raise ValueError(f"unknown trace format '{fmt}'; choose one of: auto, {', '.join(FORMAT_COLUMNS)}")
-    fmt = detect_format(path) if fmt == "auto" else fmt
-    check_format(path, fmt)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    else:
+        check_format(path, fmt)
     if fmt == "frenzy":
         jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
     else:

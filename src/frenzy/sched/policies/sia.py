@@ -84,7 +84,8 @@ def _native_stdout_silenced() -> Iterator[None]:
     during some MIP solves, whatever `disp` says (HiGHS issue #2783); it would land in the middle
     of `frenzy simulate`'s table. Writes by other threads during the solve (milliseconds) are lost
     too, which a simulation baseline can afford."""
-    sys.stdout.flush()
+    if sys.stdout is not None:  # Python's own buffer goes out before fd 1 is redirected
+        sys.stdout.flush()
     saved = os.dup(1)
     try:
         with open(os.devnull, "wb") as null:
