@@ -1,8 +1,9 @@
 """What each part of HAS is worth: average JCT against `sia` with one part switched off at a time,
 on the bench/sim_jct.py slices and on three more slices, for one or more seeds (trace mapping and
 memory errors; a single run moves by several points from small changes, so constants are judged
-over seeds). Writes docs/BENCHMARKS.md#sim-ablation.
-    python bench/sim_ablation.py [--seeds 0,1,2]
+over seeds). With --holdout-seeds, HAS's default is also run on seeds no constant was chosen on, as
+one more row. Writes docs/BENCHMARKS.md#sim-ablation.
+    python bench/sim_ablation.py [--seeds 0,1,2] [--holdout-seeds 6,7,8]
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ EXTRA_SLICES = [
     Slice("ElasticFlow cluster05 (raw), jobs 0-299", "traces/elasticflow/raw/cluster05.csv", 0, 300),
     Slice("Philly, jobs 60000-60399", "traces/philly/philly.csv", 60000, 400),
 ]
+DEFAULT = "HAS (default)"
 VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
-    "HAS (default)": {},
+    DEFAULT: {},
     "no joint assignment of a contended queue's head (was the default)": {"assign_jobs": False},
     "response ratio next instead of smallest work first (was the default)": {"order": "hrrn", "assign_jobs": False},
     "no elastic resizing": {"elastic": False},
@@ -52,13 +54,29 @@ def run_one(task) -> tuple[str, str, str, int, float]:
     return sl.label, cluster, variant, seed, summary["avg_jct_s"]
 
 
+def _row(label: str, variant: str, runs, seeds: list[int], results: dict) -> str:
+    """One table row: the variant's cut against sia per run (mean over `seeds`), then over every run and seed."""
+    cuts = {(s.label, c, seed): 1 - results[(s.label, c, variant, seed)] / results[(s.label, c, "sia", seed)]
+            for s, c in runs for seed in seeds}
+    per_run = [sum(cuts[(s.label, c, seed)] for seed in seeds) / len(seeds) for s, c in runs]
+    every = list(cuts.values())
+    return (f"| {label} | " + " | ".join(f"{x:+.0%}" for x in per_run) +
+            f" | {sum(every) / len(every):+.1%} | {min(every):+.0%} | {sum(x >= 0.2 for x in every)} of {len(every)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seeds_arg, default=[0], help="comma-separated seeds, e.g. 0,1,2")
-    seeds = parser.parse_args().seeds
+    parser.add_argument("--holdout-seeds", type=seeds_arg, default=[],
+                        help="seeds on which only HAS's default (and sia) run, as one more row, e.g. 6,7,8")
+    args = parser.parse_args()
+    seeds, holdout = args.seeds, args.holdout_seeds
+    if set(seeds) & set(holdout):
+        parser.error(f"--holdout-seeds must not repeat --seeds (both name {sorted(set(seeds) & set(holdout))})")
     require_shared()
     runs = [(s, c) for s in SLICES + EXTRA_SLICES for c in CLUSTERS]
-    tasks = [(s, c, v, seed) for seed in seeds for s, c in runs for v in ["sia", *VARIANTS]]
+    tasks = [(s, c, v, seed) for seed in seeds for s, c in runs for v in ["sia", *VARIANTS]] + \
+        [(s, c, v, seed) for seed in holdout for s, c in runs for v in ["sia", DEFAULT]]
     t0 = time.time()
     with Pool(2) as pool:
         results = {(sl, c, v, seed): jct for sl, c, v, seed, jct in pool.map(run_one, tasks, chunksize=1)}
@@ -67,24 +85,23 @@ def main() -> None:
     header = "| variant | " + " | ".join(f"{'extra ' if s.label in extra else ''}{s.label.split(',')[0]} / {c}"
                                          for s, c in runs) + " | mean | min | runs >= 20% |"
     lines = [header, "|---" * (len(runs) + 4) + "|"]
-    for variant in VARIANTS:
-        cuts = {(s.label, c, seed): 1 - results[(s.label, c, variant, seed)] / results[(s.label, c, "sia", seed)]
-                for s, c in runs for seed in seeds}
-        per_run = [sum(cuts[(s.label, c, seed)] for seed in seeds) / len(seeds) for s, c in runs]
-        every = list(cuts.values())
-        lines.append(f"| {variant} | " + " | ".join(f"{x:+.0%}" for x in per_run) +
-                     f" | {sum(every) / len(every):+.1%} | {min(every):+.0%} | {sum(x >= 0.2 for x in every)} of {len(every)} |")
-    sia_row = "| sia avg JCT h | " + " | ".join(
-        f"{sum(results[(s.label, c, 'sia', seed)] for seed in seeds) / len(seeds) / 3600:.2f}" for s, c in runs) + " | | | |"
+    lines += [_row(variant, variant, runs, seeds, results) for variant in VARIANTS]
+    if holdout:
+        lines.append(_row(f"{DEFAULT}, held-out seeds {', '.join(map(str, holdout))}", DEFAULT, runs, holdout, results))
     over = f"seed {seeds[0]}" if len(seeds) == 1 else \
         f"mean over seeds {', '.join(map(str, seeds))} (min and runs >= 20% count every run of every seed)"
+    sia_row = f"| sia avg JCT h ({over.split(' (')[0]}) | " + " | ".join(
+        f"{sum(results[(s.label, c, 'sia', seed)] for seed in seeds) / len(seeds) / 3600:.2f}" for s, c in runs) + " | | | |"
     md = ("## What each part of HAS is worth\n\nAverage JCT cut against `sia` (1 - frenzy / sia) with one part of "
           f"HAS switched off at a time, offered load 1.0, {over}. The first six runs are the `sim-jct` slices, on "
           "which HAS's older constants (MAX_SLOWDOWN, GROW_MIN_GAIN, the preemption factor) were chosen; the last six "
           "were held out from those choices. The newer ones (MAX_TYPE_SLOWDOWN, RESERVE_AFTER_RUNS, "
           "MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, WORK_AGING, ASSIGNED_JOBS, "
           "the assignment's OWN_TIME_WEIGHT and preemption's MIN_RUN_S) were chosen on all twelve runs over "
-          "seeds 0-2 (ASSIGNED_JOBS and MIN_RUN_S over seeds 0-5), so no run is held out from them.\n\n" + "\n".join(lines + [sia_row]) +
+          "seeds 0-2 (ASSIGNED_JOBS and MIN_RUN_S over seeds 0-5), so no run is held out from them" +
+          (f"; the held-out row runs the default on seeds {', '.join(map(str, holdout))}, on which no constant was "
+           "chosen, to show whether the constants fit the seeds they were chosen on rather than the workloads"
+           if holdout else "") + ".\n\n" + "\n".join(lines + [sia_row]) +
           f"\n\n{len(tasks)} simulations in {wall:.0f} s wall on 2 processes.")
     print(md)
     write_section("sim-ablation", md)
