@@ -88,9 +88,9 @@ def main() -> None:
     lines += [_row(variant, variant, runs, seeds, results) for variant in VARIANTS]
     if holdout:
         lines.append(_row(f"{DEFAULT}, held-out seeds {', '.join(map(str, holdout))}", DEFAULT, runs, holdout, results))
-    over = f"seed {seeds[0]}" if len(seeds) == 1 else \
-        f"mean over seeds {', '.join(map(str, seeds))} (min and runs >= 20% count every run of every seed)"
-    sia_row = f"| sia avg JCT h ({over.split(' (')[0]}) | " + " | ".join(
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"mean over seeds {', '.join(map(str, seeds))}"
+    over = which if len(seeds) == 1 else f"{which} (min and runs >= 20% count every run of every seed)"
+    sia_row = f"| sia avg JCT h ({which}) | " + " | ".join(
         f"{sum(results[(s.label, c, 'sia', seed)] for seed in seeds) / len(seeds) / 3600:.2f}" for s, c in runs) + " | | | |"
     md = ("## What each part of HAS is worth\n\nAverage JCT cut against `sia` (1 - frenzy / sia) with one part of "
           f"HAS switched off at a time, offered load 1.0, {over}. The first six runs are the `sim-jct` slices, on "
