@@ -143,10 +143,12 @@ def main() -> None:
         return [replace(j, submit_time_s=0.0 if at_zero else j.submit_time_s - start) for j in batch]
 
     sims = [(cluster, p, jobs, seed) for p in ("frenzy", "sia")]
-    sims += [(cluster, p, shifted(b, z), seed) for b in bursts.values() for z in (False, True) for p in ("frenzy", "sia")]
+    sims += [(cluster, p, shifted(b, z), seed)
+             for b in bursts.values() for z in (False, True) for p in ("frenzy", "sia")]
     t0 = time.time()
     with Pool(2) as pool:
-        offline = pool.map_async(offline_avg_jct, [(cluster, shifted(b, True), seed, args.iters) for b in bursts.values()])
+        batches = [(cluster, shifted(b, True), seed, args.iters) for b in bursts.values()]
+        offline = pool.map_async(offline_avg_jct, batches)
         results = pool.map(simulate, sims, chunksize=1)
         offline = offline.get()
     whole = {"frenzy": results[0], "sia": results[1]}
@@ -161,7 +163,8 @@ def main() -> None:
         best = offline[k] / 60
         batch_sums["frenzy"] += zero_f * len(ids) / 60
         batch_sums["offline"] += best * len(ids) / 60
-        lines.append(f"| {hour}, {len(ids)} | {_avg_min(whole['frenzy'], ids):.1f} / {_avg_min(whole['sia'], ids):.1f} | "
+        in_run = f"{_avg_min(whole['frenzy'], ids):.1f} / {_avg_min(whole['sia'], ids):.1f}"
+        lines.append(f"| {hour}, {len(ids)} | {in_run} | "
                      f"{alone_f:.1f} / {alone_s:.1f} | {zero_f:.1f} / {zero_s:.1f} | {best:.1f} | "
                      f"{zero_f / best - 1:+.0%} |")
     both = [i for i in whole["frenzy"] if i in whole["sia"]]
@@ -176,18 +179,19 @@ def main() -> None:
         verdict = (f"with the jobs outside the bursts as they are, the bursts would have to sum to {allowed:.0f} h in "
                    f"the whole run, {1 - allowed / burst_sum['frenzy']:.0%} below frenzy's {burst_sum['frenzy']:.0f} h")
     md = (f"## Headroom on {sl.label} / {cluster}\n\n`frenzy` and `sia` on this run (at seed 0 the one that misses "
-          f"the 20% cut), split into its bursts (hours with >= {MIN_BURST_JOBS} arrivals); average JCT in minutes, seed {seed}. "
-          "`alone` replays a burst by itself; `all at 0` gives every job of the burst the same arrival; the "
+          f"the 20% cut), split into its bursts (hours with >= {MIN_BURST_JOBS} arrivals); average JCT in minutes, "
+          f"seed {seed}. `alone` replays a burst by itself; `all at 0` gives every job of the burst the same "
+          "arrival; the "
           "offline schedule picks every job's plan and the order knowing the whole burst, on a fluid cluster "
           f"(simulated annealing, {args.iters:,} moves per burst; optimistic relaxation, not a bound).\n\n"
           + "\n".join(lines)
           + f"\n\nSummed JCT over the {len(both)} jobs both finished: frenzy {summed['frenzy']:.0f} h, sia "
           f"{summed['sia']:.0f} h (cut {1 - summed['frenzy'] / summed['sia']:+.1%}); the bursts carry "
-          f"{burst_sum['frenzy']:.0f} / {burst_sum['sia']:.0f} h of it and the {len(both) - len(in_bursts & set(both))} "
+          f"{burst_sum['frenzy']:.0f} / {burst_sum['sia']:.0f} h of it and the {len(set(both) - in_bursts)} "
           f"jobs outside them {outside['frenzy']:.0f} / {outside['sia']:.0f} h. A 20% cut needs frenzy's sum at or "
           f"below {needed:.0f} h: {verdict}. All at 0 and alone, frenzy's bursts sum to {batch_sums['frenzy']:.0f} h "
-          f"and the offline schedules to {batch_sums['offline']:.0f} h.\n\n{len(sims)} simulations and {len(bursts)} offline "
-          f"searches in {time.time() - t0:.0f} s wall on 2 processes.")
+          f"and the offline schedules to {batch_sums['offline']:.0f} h.\n\n{len(sims)} simulations and {len(bursts)} "
+          f"offline searches in {time.time() - t0:.0f} s wall on 2 processes.")
     print(md)
     write_section("sim-headroom", md)
 
