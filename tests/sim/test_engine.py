@@ -147,8 +147,7 @@ def test_a_preempted_job_is_rescheduled_at_once_with_the_steps_it_has_left():
     a = sim.jobs[0]
     choice = a.queued.plans[0]
     gpu = sim.types[choice.gpu.name]
-    per_step = step_time(a.spec, choice.plan, gpu, nodes=1,
-                         inter_node_bandwidth_bytes_s=sim.bandwidth[gpu.name]).total_s
+    per_step = step_time(a.spec, choice.plan, gpu, nodes=1).total_s
     done = (evict_at - sim.config.startup_s) / per_step  # steps finished before the eviction
     sim.run()
     requeued = [(t, steps) for t, job, steps in policy.seen if job == "a" and t > 0]
@@ -268,3 +267,34 @@ def test_reusing_the_head_assignment_changes_no_decision():
             has.assign_head = original
     assert runs["memo"] == runs["fresh"]
     assert 0 < solved["memo"] < solved["fresh"], solved
+
+
+def test_plans_are_predicted_on_the_clusters_own_network():
+    # sia-64 links its T4 and RTX nodes at 50 Gb/s and its A100 nodes at 200 Gb/s (its YAML, after
+    # the Sia paper's cluster). A plan over several T4 nodes is predicted, and run, at 50 Gb/s:
+    # its data-parallel traffic makes it slower than the catalog's 200 Gb/s NIC would.
+    from dataclasses import replace
+
+    from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S
+    from frenzy.perf import step_time
+    from frenzy.sched.shapes import step_seconds
+    from frenzy.sim.trace import TraceJob
+
+    spec = load_cluster("sia-64")
+    links = {g.name: g.inter_node_bandwidth_bytes_s for g in spec.gpu_types()}
+    assert links == {"T4-16G": 50e9 / 8, "RTX-2080Ti-11G": 50e9 / 8, "A100-SXM-40G": 200e9 / 8}
+    trace = TraceJob(job_id="j", submit_time_s=0.0, model="meta-llama/Llama-3.2-1B", global_batch=16, seq_len=2048,
+                     steps=100)
+    job = Simulator(spec, get_policy("frenzy"), [trace], SimConfig(seed=0)).jobs[0].queued
+    spread = [c for c in job.plans if c.gpu.name == "T4-16G" and c.num_gpus > 4]
+    assert spread, "expected a T4 plan over more than one 4-GPU node"
+    slower = []
+    for c in spread:
+        nodes = math.ceil(c.num_gpus / 4)
+        at_50 = step_time(job.spec, c.plan, c.gpu, nodes=nodes).total_s
+        assert step_seconds(job)[id(c)] == pytest.approx(at_50)
+        catalog_nic = replace(c.gpu, inter_node_bandwidth_bytes_s=DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S)
+        at_200 = step_time(job.spec, c.plan, catalog_nic, nodes=nodes).total_s
+        assert at_50 >= at_200
+        slower.append(at_50 > at_200)
+    assert any(slower)

@@ -5,6 +5,7 @@ job's steps. Pure: no torch, no clock. Sanity-checked against published throughp
 bench/perf_sanity.py (results in docs/BENCHMARKS.md).
 """
 
-from frenzy.perf.step import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S, StepTime, job_duration_s, step_time
+from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S
+from frenzy.perf.step import StepTime, job_duration_s, step_time
 
 __all__ = ["DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S", "StepTime", "job_duration_s", "step_time"]

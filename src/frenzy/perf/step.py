@@ -20,8 +20,6 @@ from frenzy.core.training import Method
 from frenzy.memory.states import stage_params
 from frenzy.perf import comm, efficiency, flops
 
-DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S = 25e9  # 200 Gb/s per node (one HDR InfiniBand / 2x100 GbE NIC)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepTime:
@@ -59,15 +57,18 @@ class StepTime:
 
 
 def step_time(job: JobSpec, plan: ParallelPlan, gpu: GpuType, *, nodes: int | None = None,
-              inter_node_bandwidth_bytes_s: float = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S) -> StepTime:
+              inter_node_bandwidth_bytes_s: float | None = None) -> StepTime:
     """Predicted seconds per optimizer step of `job` under `plan` on GPUs of type `gpu`.
 
-    `nodes` is how many nodes the plan spans (default: as few as the type's node size allows).
+    `nodes` is how many nodes the plan spans (default: as few as the type's node size allows);
+    the network between them is the type's (`gpu.inter_node_bandwidth_bytes_s`) unless given.
     """
     if nodes is None:
         nodes = ceil(plan.num_gpus / gpu.gpus_per_node)
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
+    if inter_node_bandwidth_bytes_s is None:
+        inter_node_bandwidth_bytes_s = gpu.inter_node_bandwidth_bytes_s
     return _step_time(job.model, job.training, job.seq_len, plan, gpu, nodes, inter_node_bandwidth_bytes_s)
 
 

@@ -10,19 +10,23 @@ from frenzy.sched.types import ClusterState
 
 
 class Releases:
-    """When running jobs free GPUs of each type: sorted expected end times and the GPUs each frees."""
+    """When running jobs free GPUs of each type: sorted expected end times, the GPUs each frees and
+    on which nodes."""
 
     def __init__(self, state: ClusterState):
-        by_type: dict[str, list[tuple[float, int]]] = {}
+        by_type: dict[str, list[tuple]] = {}
         for job in state.running:
             if job.expected_end_s is not None:
-                by_type.setdefault(job.choice.gpu.name, []).append((job.expected_end_s, job.choice.num_gpus))
+                by_type.setdefault(job.choice.gpu.name, []).append(
+                    (job.expected_end_s, job.choice.num_gpus, job.allocation))
         self.ends: dict[str, list[float]] = {}
         self.gpus: dict[str, list[int]] = {}
+        self.allocations: dict[str, list[tuple]] = {}
         for gpu, items in by_type.items():
             items.sort()
-            self.ends[gpu] = [t for t, _ in items]
-            self.gpus[gpu] = [n for _, n in items]
+            self.ends[gpu] = [t for t, _, _ in items]
+            self.gpus[gpu] = [n for _, n, _ in items]
+            self.allocations[gpu] = [a for _, _, a in items]
 
 
 class Profile:

@@ -25,11 +25,11 @@ import yaml
 
 from frenzy.core import catalog
 from frenzy.core.errors import UnknownNameError
-from frenzy.core.gpu import GpuType
+from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S, GpuType
 from frenzy.core.units import GiB
 from frenzy.sched.types import NodeState
 
-DEFAULT_INTER_NODE_GBIT_S = 200.0
+DEFAULT_INTER_NODE_GBIT_S = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S * 8 / 1e9  # the catalog's NIC unless a group says
 _CLUSTERS = resources.files("frenzy.sim") / "clusters"  # package data, not a package
 
 
@@ -81,11 +81,14 @@ class ClusterSpec:
         return nodes
 
     def gpu_types(self) -> list[GpuType]:
-        """Catalog types present, each with gpus_per_node = its widest node here (bounds tensor parallel)."""
+        """Catalog types present, each with gpus_per_node = its widest node here (bounds tensor
+        parallel) and the slowest inter-node link among its nodes (collectives run at the slowest)."""
         widest: dict[str, int] = {}
         for g in self.groups:
             widest[g.gpu_type] = max(widest.get(g.gpu_type, 0), g.gpus_per_node)
-        return [replace(catalog.gpu_type(t), gpus_per_node=w) for t, w in widest.items()]
+        links = self.inter_node_bandwidth_by_type()
+        return [replace(catalog.gpu_type(t), gpus_per_node=w, inter_node_bandwidth_bytes_s=links[t])
+                for t, w in widest.items()]
 
     def inter_node_bandwidth_by_type(self) -> dict[str, float]:
         """The slowest inter-node link among each type's groups (collectives run at the slowest)."""

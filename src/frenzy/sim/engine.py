@@ -101,7 +101,6 @@ class Simulator:
         self.cluster, self.policy, self.config, self.on_progress = cluster, policy, config, on_progress
         self.types = {g.name: g for g in cluster.gpu_types()}
         self.capacity = cluster.gpus_by_type()
-        self.bandwidth = cluster.inter_node_bandwidth_by_type()
         self.nodes = cluster.node_states()
         self.widest_node = ClusterState(nodes=tuple(self.nodes)).widest_node_by_type()
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
@@ -269,8 +268,7 @@ class Simulator:
         gpu = self.types[gpu_name]
         oom = not self._truly_fits(job, d.choice)
         startup = self.config.startup_s + (self.config.restore_s if job.started_before else 0.0)
-        step_s = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation),
-                           inter_node_bandwidth_bytes_s=self.bandwidth[gpu_name]).total_s
+        step_s = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation)).total_s
         finish = now + startup + job.remaining_steps * step_s
         end = now + startup if oom else finish
         job.run = Run(d.choice, d.allocation, now, now + startup, step_s, end, oom, gpu)

@@ -345,6 +345,67 @@ def test_frenzy_offers_no_plan_far_slower_than_the_jobs_best_on_that_type():
     assert [d.choice.num_gpus for d in loose if isinstance(d, Place)] == [2, 2, 2, 2]
 
 
+def _job_on_network(bandwidth_bytes_s: float) -> QueuedJob:
+    """A Qwen2.5-1.5B job with A100 plans up to 8 GPUs, whose nodes are linked at `bandwidth_bytes_s`."""
+    from dataclasses import replace
+
+    from frenzy.memory.ranking import rank_key
+    from frenzy.sched.scaleout import with_scale_out
+    gpu = replace(catalog.gpu_type(A100), gpus_per_node=4, inter_node_bandwidth_bytes_s=bandwidth_bytes_s)
+    spec = JobSpec(model=load_model("Qwen/Qwen2.5-1.5B"), training=TrainingConfig(precision=Precision.FP16_MIXED),
+                   seq_len=1024, global_batch=32, steps=20_000)
+    plans = with_scale_out(spec, plan_job(spec, [gpu], max_gpus=8), {A100: 8}, 4)
+    return QueuedJob(job_id="j", spec=spec, plans=tuple(sorted(plans, key=rank_key("time", spec))), submit_time_s=0.0)
+
+
+@pytest.mark.parametrize("bandwidth_gbit_s", [1, 10_000])
+def test_frenzy_takes_a_plan_split_over_extra_nodes_only_if_it_still_runs_faster(bandwidth_gbit_s):
+    # Two A100 nodes of 4 with 2 GPUs free on each: the job's 4-GPU plan fits only split 2 + 2, its
+    # data-parallel traffic crossing the network; its 2-GPU plan fits on one node. Which is faster
+    # comes from the perf model: over a slow network the split loses, over a fast one it wins.
+    from frenzy.perf import step_time
+    job = _job_on_network(bandwidth_gbit_s * 1e9 / 8)
+    seconds = step_seconds(job)
+    four = min((c for c in job.plans if c.num_gpus == 4), key=lambda c: seconds[id(c)])
+    two = min((c for c in job.plans if c.num_gpus == 2), key=lambda c: seconds[id(c)])
+    split_s = step_time(job.spec, four.plan, four.gpu, nodes=2).total_s
+    assert seconds[id(four)] < seconds[id(two)]  # on one node the 4-GPU plan would be the faster
+    blockers = [RunningJob(job_id=f"r{i}", choice=two, allocation=((f"a100-{i}", 2),), start_time_s=0.0,
+                           expected_end_s=1e7) for i in range(2)]
+    state = _a100_state(blockers)
+    decisions = get_policy("frenzy").schedule(state, [job], now=100.0)
+    _check(decisions, state)
+    (place,) = decisions
+    if split_s < seconds[id(two)]:
+        assert place.choice.num_gpus == 4 and len(place.allocation) == 2
+    else:
+        assert place.choice.num_gpus == 2 and len(place.allocation) == 1
+
+
+@pytest.mark.parametrize("frees_in_s", [10.0, 1e7])
+def test_frenzy_waits_for_a_whole_node_only_if_one_frees_soon(frees_in_s):
+    # As above over a slow network (the 2 + 2 split loses), but the job on node 0 ends in
+    # `frees_in_s`: the 4-GPU plan on that node then finishes first if it frees soon, and the job
+    # waits for it; if not, the job runs on 2 GPUs now rather than wait for GPUs that are free
+    # now in number but not on one node.
+    job = _job_on_network(1e9 / 8)
+    seconds = step_seconds(job)
+    four = min((c for c in job.plans if c.num_gpus == 4), key=lambda c: seconds[id(c)])
+    two = min((c for c in job.plans if c.num_gpus == 2), key=lambda c: seconds[id(c)])
+    now, startup = 100.0, 60.0
+    blockers = [RunningJob(job_id=f"r{i}", choice=two, allocation=((f"a100-{i}", 2),), start_time_s=now - 10.0,
+                           expected_end_s=now + (frees_in_s if i == 0 else 1e7)) for i in range(2)]
+    waits = now + frees_in_s + startup + job.spec.steps * seconds[id(four)] < \
+        now + startup + job.spec.steps * seconds[id(two)]
+    assert waits == (frees_in_s == 10.0)
+    decisions = get_policy("frenzy").schedule(_a100_state(blockers), [job], now=now)
+    if waits:
+        assert decisions == []
+    else:
+        (place,) = decisions
+        assert place.choice is two and len(place.allocation) == 1
+
+
 def test_frenzy_expects_short_jobs_queued_ahead_to_give_their_gpus_back():
     # 8 A100s: 4 free now, 4 held by a job that ends at t=100 s. Short jobs queued ahead take all 8
     # in turn, 50 s each: a job behind them expects the GPUs when the last one ends, not never.

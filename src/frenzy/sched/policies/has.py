@@ -2,8 +2,11 @@
 
 For each queued job, walk its MARP plans in priority order (predicted finish time) and place the
 first one the cluster can satisfy now on best-fit nodes (tensor parallel inside a node, fewest
-nodes, least leftover). Beyond the paper, predicted completion times (frenzy.perf for queued jobs,
-each running job's expected end) make it time-aware:
+nodes, least leftover); where best fit can only spread a plan over more nodes than it needs, the
+plan is priced at its real step time there (its data-parallel traffic crosses the network) and
+taken only if still faster than the next plan that fits on as few nodes as it needs. Beyond the
+paper, predicted completion times (frenzy.perf for queued jobs, each running job's expected end)
+make it time-aware:
   - order, when the queue needs more GPUs than are free: smallest work first with aging, work
     being the GPU-seconds of the job's leanest plan (the smallest-area-first rule for moldable
     jobs): the job that frees the cluster soonest goes first, while a waiting job's priority grows
@@ -11,7 +14,9 @@ each running job's expected end) make it time-aware:
   - patience: a job takes a slower plan available now only if it would finish before a faster plan
     it could get later, either there or by moving to the faster plan once it frees (a
     checkpoint-restart); when GPUs free comes from an availability profile: running jobs' expected
-    ends, then each job ahead in the queue taking the earliest GPUs and giving them back at its end;
+    ends, then each job ahead in the queue taking the earliest GPUs and giving them back at its end
+    (where enough GPUs are free but split over nodes, when running jobs' ends free enough of them
+    on few enough nodes);
   - reservation: the first waiting job that has waited RESERVE_AFTER_RUNS x its predicted run holds
     a reservation on the GPU type it waits for, and jobs behind it are backfilled there only within
     the spare GPUs or if they finish before the reservation starts (EASY backfilling, Lifka 1995),
@@ -40,14 +45,17 @@ assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import ceil
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
+from frenzy.perf import step_time
 from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
 from frenzy.sched.order import by_response_ratio, by_work
+from frenzy.sched.placement import best_fit
 from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.profile import Profile, Releases, releases_of
@@ -157,13 +165,13 @@ class HeterogeneityAwareScheduler:
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
                 continue
-            rank, allocation = self._first_now(job, plans, pool, reservation, now)
+            rank, allocation, run_now_s = self._first_now(job, plans, pool, reservation, now)
             if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
                 hopeless.add(id(plans))
             wait = None
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
                 if allocation is None and profile is not None:
-                    wait = self._best_wait(job, plans[:1], pool, profile)
+                    wait = self._best_wait(job, plans[:1], pool, profile, now)
             elif releases is not None and rank > 0:
                 if allocation is None:
                     faster = plans[:rank]
@@ -171,15 +179,15 @@ class HeterogeneityAwareScheduler:
                     seconds = step_seconds(job)
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
-                wait = self._best_wait(job, faster, pool, profile)
+                wait = self._best_wait(job, faster, pool, profile, now)
             if allocation is not None and \
-                    (wait is None or self._finish_now_s(job, plans[rank], wait, pool, now) <= wait[0]):
+                    (wait is None or self._finish_now_s(job, run_now_s, wait, pool, now) <= wait[0]):
                 choice = plans[rank]
                 if reservation is not None and choice.gpu.name == reservation.gpu_type and \
-                        now + self._run_s(job, choice, pool) > reservation.start_s:
+                        now + run_now_s > reservation.start_s:
                     reservation.spare -= choice.num_gpus
                 if profile is not None:
-                    profile.take(choice.gpu.name, choice.num_gpus, now + self._run_s(job, choice, pool))
+                    profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
                 pool.take(choice.gpu.name, allocation)
                 decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
                 continue
@@ -244,14 +252,14 @@ class HeterogeneityAwareScheduler:
         its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
         running where it is."""
         _, run, faster = mover
-        rank, allocation = self._first_now(job, faster, pool, reservation, now)
+        rank, allocation, run_s = self._first_now(job, faster, pool, reservation, now)
         if allocation is None:
             return []
         choice = faster[rank]
         pool.release(run)
         pool.take(choice.gpu.name, allocation)
         if profile is not None:
-            profile.take(choice.gpu.name, choice.num_gpus, now + self._run_s(job, choice, pool))
+            profile.take(choice.gpu.name, choice.num_gpus, now + run_s)
         return [Preempt(job_id=job.job_id, reason=f"frenzy: moved to {choice.num_gpus} faster {choice.gpu.name}"),
                 Place(job_id=job.job_id, choice=choice, allocation=allocation)]
 
@@ -299,15 +307,16 @@ class HeterogeneityAwareScheduler:
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
 
-    def _finish_now_s(self, job: QueuedJob, now_plan: PlanChoice, wait, pool: FreePool, now: float) -> float:
-        """Predicted finish if the job starts on `now_plan` now: it runs there to the end, or, when
+    def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float) -> float:
+        """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
+        included) on the GPUs it would get: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
         checkpoint-restart (the re-queue of slow runners or the grow pass, frenzy.sched.elastic)
         with the steps it has left, whichever ends sooner. Counting the move keeps a long job from
         idling while the GPUs it waits for are still busy: it makes progress on what is free and
         moves later."""
         _, start, later = wait
-        compute_now = self._run_s(job, now_plan, pool) - self.startup_estimate_s
+        compute_now = run_now_s - self.startup_estimate_s
         finish = now + self.startup_estimate_s + compute_now
         left = 1.0 - max(0.0, start - now - self.startup_estimate_s) / max(compute_now, 1e-9)
         if left <= 0:
@@ -317,32 +326,69 @@ class HeterogeneityAwareScheduler:
         return min(finish, moved)
 
     def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float):
-        """(rank, allocation) of the first plan that fits now without delaying the reservation;
-        (len(plans), None) if none does."""
+        """(rank, allocation, predicted start-up + run there) of the first plan that fits now
+        without delaying the reservation; (len(plans), None, None) if none does.
+
+        Where only parts of nodes are free, best fit may spread a plan over more nodes than it
+        needs, and its data-parallel traffic then crosses the inter-node network (a 4 + 4 split of
+        an 8-GPU plan ran up to 2.6x slower per step on sia-64). Such a split is priced at its real
+        step time and taken only if that still beats the next plan in the list that fits on as few
+        nodes as it needs."""
+        split = None
         for rank, choice in enumerate(plans):
             gpu = choice.gpu.name
             if not pool.fits_total(gpu, choice.num_gpus):
                 continue
+            run_s = self._run_s(job, choice, pool)
             if reservation is not None and gpu == reservation.gpu_type and choice.num_gpus > reservation.spare \
-                    and now + self._run_s(job, choice, pool) > reservation.start_s:
+                    and now + run_s > reservation.start_s:
                 continue
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
-            if allocation is not None:
-                return rank, allocation
-        return len(plans), None
+            if allocation is None:
+                continue
+            if len(allocation) <= ceil(choice.num_gpus / pool.widest[gpu]):
+                return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
+            if split is None:
+                step_s = step_time(job.spec, choice.plan, choice.gpu, nodes=len(allocation)).total_s
+                split = (rank, allocation, self.startup_estimate_s + job.spec.steps * step_s)
+        return split if split is not None else (len(plans), None, None)
 
-    def _best_wait(self, job, faster, pool: FreePool, profile: Profile):
+    def _best_wait(self, job, faster, pool: FreePool, profile: Profile, now: float):
         """(finish, start, plan) of the plan, among those faster than the one available now, that
-        would finish soonest if the job waited for its GPUs; None if none would."""
+        would finish soonest if the job waited for its GPUs; None if none would. Where enough GPUs
+        are free now but the job could not take them (they lie split over nodes), the plan starts
+        once running jobs free room for it on as few nodes as it needs; without that a job would
+        wait for GPUs the availability profile counts as free, however long the split lasts."""
         best = None
         for choice in faster:
             start = profile.time_free(choice.gpu.name, choice.num_gpus)
+            if start is not None and start <= now:  # enough GPUs are free, yet the job could not take them
+                start = self._unsplit_start(choice, pool, profile.releases, now)
             if start is None:
                 continue
             finish = start + self._run_s(job, choice, pool)
             if best is None or finish < best[0]:
                 best = (finish, start, choice)
         return best
+
+    @staticmethod
+    def _unsplit_start(choice: PlanChoice, pool: FreePool, releases: Releases, now: float) -> float | None:
+        """When the plan would first fit on as few nodes as it needs, as the running jobs of its
+        type end and give their nodes' GPUs back; None if it fits so now (something else, the
+        reservation, kept the job off it) or never."""
+        gpu = choice.gpu.name
+        free = dict(pool.free[gpu])
+        nodes = ceil(choice.num_gpus / pool.widest[gpu])
+        found = best_fit(free, choice.num_gpus, choice.plan.tp)
+        if found is not None and len(found) <= nodes:
+            return None
+        for end, allocation in zip(releases.ends.get(gpu, ()), releases.allocations.get(gpu, ())):
+            for name, gpus in allocation:
+                free[name] += gpus
+            found = best_fit(free, choice.num_gpus, choice.plan.tp)
+            if found is not None and len(found) <= nodes:
+                return max(end, now)
+        return None
 
     @staticmethod
     def _demand(queue: Sequence[QueuedJob]) -> int:
