@@ -298,3 +298,12 @@ def test_plans_are_predicted_on_the_clusters_own_network():
         assert at_50 >= at_200
         slower.append(at_50 > at_200)
     assert any(slower)
+    # The baselines' user plans (frenzy.sched.configs, Sia's profiling) are timed on the same links.
+    from frenzy.sched import ClusterState
+    from frenzy.sched.configs import config_choice
+    from frenzy.sched.pool import FreePool
+    pool = FreePool(ClusterState(nodes=tuple(spec.node_states())))
+    assert pool.links == links
+    config = config_choice(job.spec, "T4-16G", 8, pool.widest["T4-16G"], pool.links["T4-16G"])
+    t4 = next(g for g in spec.gpu_types() if g.name == "T4-16G")
+    assert config.step_time_s == pytest.approx(step_time(job.spec, config.choice.plan, t4, nodes=2).total_s)

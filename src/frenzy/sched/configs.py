@@ -10,11 +10,12 @@ Whether the job really fits is the simulator's business (true peak = prediction 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from math import ceil
 
 from frenzy.core import catalog
+from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Recompute, ZeroStage
@@ -82,17 +83,19 @@ def _largest_fitting(spec: JobSpec, plans: list[ParallelPlan], capacity: int):
     return (plans[0], estimate(spec, plans[0])), False
 
 
-def config_choice(spec: JobSpec, gpu_type: str, num_gpus: int, widest_node: int) -> ConfigChoice | None:
-    """The user's plan for `spec` on `num_gpus` GPUs of `gpu_type` (nodes of up to `widest_node`);
-    None when the global batch admits no data-parallel split on that many GPUs."""
+def config_choice(spec: JobSpec, gpu_type: str, num_gpus: int, widest_node: int,
+                  inter_node_bandwidth_bytes_s: float = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S) -> ConfigChoice | None:
+    """The user's plan for `spec` on `num_gpus` GPUs of `gpu_type` (nodes of up to `widest_node`,
+    linked at `inter_node_bandwidth_bytes_s`); None when the global batch admits no data-parallel
+    split on that many GPUs."""
     return _config_choice(spec.model, spec.training, spec.seq_len, spec.global_batch, gpu_type, num_gpus,
-                          widest_node)
+                          widest_node, inter_node_bandwidth_bytes_s)
 
 
 @lru_cache(maxsize=65536)  # keyed by job shape, not by job: traces reuse a few shapes many times
-def _config_choice(model, training, seq_len, global_batch, gpu_type, num_gpus, widest) -> ConfigChoice | None:
+def _config_choice(model, training, seq_len, global_batch, gpu_type, num_gpus, widest, link) -> ConfigChoice | None:
     spec = JobSpec(model=model, training=training, seq_len=seq_len, global_batch=global_batch)
-    gpu = catalog.gpu_type(gpu_type)
+    gpu = replace(catalog.gpu_type(gpu_type), inter_node_bandwidth_bytes_s=link)
     if gpu.memory_bytes <= 0 or (training.precision.needs_bf16 and not gpu.supports_bf16):
         return None
     nodes = ceil(num_gpus / widest)

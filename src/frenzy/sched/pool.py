@@ -14,7 +14,8 @@ _LAST: list = [None, None]  # [the nodes tuple last read, what was read from it]
 
 
 def _read(nodes) -> tuple:
-    """Free GPUs per type and node, totals, capacity and widest node per type. A caller that
+    """Free GPUs per type and node, totals, capacity, widest node and slowest inter-node link per
+    type. A caller that
     passes the very same nodes tuple again (the simulator between events that free nothing) gets
     the previous reading; the tuple is kept referenced, so its id cannot be recycled meanwhile."""
     if _LAST[0] is nodes:
@@ -23,29 +24,31 @@ def _read(nodes) -> tuple:
     totals: dict[str, int] = {}
     widest: dict[str, int] = {}
     capacity: dict[str, int] = {}
+    links: dict[str, float] = {}
     for node in nodes:
         t = node.gpu_type
         if t not in free:
-            free[t], totals[t], widest[t], capacity[t] = {}, 0, 0, 0
+            free[t], totals[t], widest[t], capacity[t], links[t] = {}, 0, 0, 0, node.inter_node_bandwidth_bytes_s
         free[t][node.name] = node.free_gpus
         totals[t] += node.free_gpus
         capacity[t] += node.total_gpus
         if node.total_gpus > widest[t]:
             widest[t] = node.total_gpus
-    _LAST[0], _LAST[1] = nodes, (free, totals, widest, capacity)
+        links[t] = min(links[t], node.inter_node_bandwidth_bytes_s)
+    _LAST[0], _LAST[1] = nodes, (free, totals, widest, capacity, links)
     return _LAST[1]
 
 
 class FreePool:
     """Free GPUs per node, grouped by GPU type, with per-type totals for O(1) rejections."""
 
-    __slots__ = ("free", "totals", "widest", "capacity")
+    __slots__ = ("free", "totals", "widest", "capacity", "links")
 
     def __init__(self, state: ClusterState):
-        free, totals, widest, capacity = _read(state.nodes)
+        free, totals, widest, capacity, links = _read(state.nodes)
         self.free = {t: nodes.copy() for t, nodes in free.items()}
         self.totals = dict(totals)
-        self.widest, self.capacity = widest, capacity  # read-only
+        self.widest, self.capacity, self.links = widest, capacity, links  # read-only
 
     def fits_total(self, gpu_type: str, gpus: int) -> bool:
         return self.totals.get(gpu_type, 0) >= gpus

@@ -32,7 +32,7 @@ def place_request(job: QueuedJob, gpu_type: str, pool: FreePool, gpus: int | Non
     gpus = gpus or requested_gpus(job)
     if not pool.fits_total(gpu_type, gpus):
         return None
-    config = config_choice(job.spec, gpu_type, gpus, pool.widest[gpu_type])
+    config = config_choice(job.spec, gpu_type, gpus, pool.widest[gpu_type], pool.links[gpu_type])
     if config is None:
         return None
     allocation = pool.find(gpu_type, gpus, config.choice.plan.tp)

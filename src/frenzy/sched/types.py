@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
 
@@ -15,10 +16,13 @@ class NodeState:
     gpu_type: str  # canonical GPU type name
     total_gpus: int
     free_gpus: int
+    inter_node_bandwidth_bytes_s: float = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S  # its link to other nodes
 
     def __post_init__(self):
         if not 0 <= self.free_gpus <= self.total_gpus:
             raise ValueError(f"node {self.name}: free GPUs {self.free_gpus} not in 0..{self.total_gpus}")
+        if not self.inter_node_bandwidth_bytes_s > 0:
+            raise ValueError(f"node {self.name}: inter-node bandwidth must be positive")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -76,8 +76,9 @@ class ClusterSpec:
         for g in self.groups:
             for _ in range(g.count):
                 i = seen[g.gpu_type] = seen.get(g.gpu_type, -1) + 1
-                nodes.append(NodeState(name=f"{g.gpu_type}-{i}", gpu_type=g.gpu_type,
-                                       total_gpus=g.gpus_per_node, free_gpus=g.gpus_per_node))
+                nodes.append(NodeState(name=f"{g.gpu_type}-{i}", gpu_type=g.gpu_type, total_gpus=g.gpus_per_node,
+                                       free_gpus=g.gpus_per_node,
+                                       inter_node_bandwidth_bytes_s=g.inter_node_bandwidth_bytes_s))
         return nodes
 
     def gpu_types(self) -> list[GpuType]:

@@ -83,7 +83,7 @@ class GavelScheduler:
                 n = requested_gpus(job)
                 if gpu_type in job.excluded_gpu_types or n > pool.capacity[gpu_type]:
                     continue
-                config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type])
+                config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
                 if config is not None:
                     thr[a, b] = 1.0 / config.step_time_s
         x = max_min_fractions(thr, gpus, np.array([float(pool.capacity[t]) for t in types]))
@@ -120,7 +120,7 @@ class GavelScheduler:
                     granted[job.job_id] = ("keep", gpu_type)
                     continue
             n = requested_gpus(job)
-            config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type])
+            config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
             allocation = None if config is None else pool.find(gpu_type, n, config.choice.plan.tp)
             if allocation is not None:
                 pool.take(gpu_type, allocation)

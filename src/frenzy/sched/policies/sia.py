@@ -49,7 +49,7 @@ def job_configs(job: QueuedJob, pool: FreePool, types: list[str],
             continue
         n = 1
         while n <= min(limit, pool.capacity[gpu_type]):
-            config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type])
+            config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
             if config is not None and config.fits_predicted and (fits is None or fits(job, config.choice)):
                 out.append((gpu_type, n, config))
             n *= 2
