@@ -33,6 +33,7 @@ VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
     "no elastic resizing": {"elastic": False},
     "no lean plans under contention": {"lean_when_contended": False},
     "no per-type slowdown cap (was the default)": {"max_type_slowdown": float("inf")},
+    "plans split over extra nodes taken as any other (was the default)": {"price_splits": False},
     "reservation for every waiting head (was the default)": {"reserve_after_runs": 0.0},
     "no re-queue of jobs on slow plans (was the default)": {"requeue_slow": False},
     "no preemption": {"preempt": False},

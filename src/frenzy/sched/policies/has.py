@@ -114,7 +114,7 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "work",
                  max_slowdown: float = MAX_SLOWDOWN, max_type_slowdown: float = MAX_TYPE_SLOWDOWN,
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
-                 requeue_slow: bool = True, assign_jobs: bool = True,
+                 requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
@@ -133,7 +133,7 @@ class HeterogeneityAwareScheduler:
         self.slowdowns = (max_slowdown, max_type_slowdown)
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
-        self.requeue_slow, self.assign_jobs = requeue_slow, assign_jobs
+        self.requeue_slow, self.assign_jobs, self.price_splits = requeue_slow, assign_jobs, price_splits
         self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
         self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
 
@@ -346,7 +346,7 @@ class HeterogeneityAwareScheduler:
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
             if allocation is None:
                 continue
-            if len(allocation) <= ceil(choice.num_gpus / pool.widest[gpu]):
+            if not self.price_splits or len(allocation) <= ceil(choice.num_gpus / pool.widest[gpu]):
                 return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
             if split is None:
                 step_s = step_time(job.spec, choice.plan, choice.gpu, nodes=len(allocation)).total_s
@@ -362,7 +362,7 @@ class HeterogeneityAwareScheduler:
         best = None
         for choice in faster:
             start = profile.time_free(choice.gpu.name, choice.num_gpus)
-            if start is not None and start <= now:  # enough GPUs are free, yet the job could not take them
+            if start is not None and start <= now and self.price_splits:  # free in number, not for this job
                 start = self._unsplit_start(choice, pool, profile.releases, now)
             if start is None:
                 continue
