@@ -1,4 +1,4 @@
-"""How far HAS is from a good offline schedule on a slice where it misses its target against Sia.
+"""How far HAS is from a good offline schedule on the slice where it is closest to its target against Sia.
 
 The Philly slice arrives in bursts: a few hours in which dozens of one-GPU jobs arrive, quiet hours
 between them. For each burst (an hour of the slice, counted from its first arrival, in which at least
@@ -178,8 +178,8 @@ def main() -> None:
     else:
         verdict = (f"with the jobs outside the bursts as they are, the bursts would have to sum to {allowed:.0f} h in "
                    f"the whole run, {1 - allowed / burst_sum['frenzy']:.0%} below frenzy's {burst_sum['frenzy']:.0f} h")
-    md = (f"## Headroom on {sl.label} / {cluster}\n\n`frenzy` and `sia` on this run (at seed 0 the one that misses "
-          f"the 20% cut), split into its bursts (hours with >= {MIN_BURST_JOBS} arrivals); average JCT in minutes, "
+    md = (f"## Headroom on {sl.label} / {cluster}\n\n`frenzy` and `sia` on the run where HAS is closest to the 20% "
+          f"cut, split into its bursts (hours with >= {MIN_BURST_JOBS} arrivals); average JCT in minutes, "
           f"seed {seed}. `alone` replays a burst by itself; `all at 0` gives every job of the burst the same "
           "arrival; the "
           "offline schedule picks every job's plan and the order knowing the whole burst, on a fluid cluster "
