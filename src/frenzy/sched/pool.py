@@ -15,9 +15,9 @@ _LAST: list = [None, None]  # [the nodes tuple last read, what was read from it]
 
 def _read(nodes) -> tuple:
     """Free GPUs per type and node, totals, capacity, widest node and slowest inter-node link per
-    type. A caller that
-    passes the very same nodes tuple again (the simulator between events that free nothing) gets
-    the previous reading; the tuple is kept referenced, so its id cannot be recycled meanwhile."""
+    type. A caller that passes the very same nodes tuple again (the simulator between events that
+    free nothing) gets the previous reading; the tuple is kept referenced, so its id cannot be
+    recycled meanwhile."""
     if _LAST[0] is nodes:
         return _LAST[1]
     free: dict[str, dict[str, int]] = {}

@@ -51,40 +51,35 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     return seconds
 
 
-def usable_plans(job: QueuedJob, slowdowns: tuple[float, float]) -> Sequence[PlanChoice]:
-    """The job's plans minus excluded types and plans too slow next to its fastest, overall and on
-    their own GPU type (`slowdowns`: the two caps); once per job shape, so jobs of one shape share
-    the list."""
-    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, slowdowns)
+def usable_plans(job: QueuedJob, max_slowdown: float) -> Sequence[PlanChoice]:
+    """The job's plans minus excluded types and plans more than `max_slowdown` x slower than its
+    fastest; once per job shape, so jobs of one shape share the list."""
+    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, max_slowdown)
 
 
-def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], slowdowns: tuple[float, float]) -> list:
+def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], max_slowdown: float) -> list:
     plans = [c for c in job.plans if c.gpu.name not in excluded]
     if not plans:
         return plans
-    overall, same_type = slowdowns
     seconds = step_seconds(job)
     fastest = min(seconds[id(c)] for c in plans)
-    by_type: dict[str, float] = {}
-    for c in plans:
-        by_type[c.gpu.name] = min(by_type.get(c.gpu.name, float("inf")), seconds[id(c)])
-    return [c for c in plans if seconds[id(c)] <= min(overall * fastest, same_type * by_type[c.gpu.name])]
+    return [c for c in plans if seconds[id(c)] <= max_slowdown * fastest]
 
 
-def plan_grid_of(job: QueuedJob, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
+def plan_grid_of(job: QueuedJob, max_slowdown: float, types: tuple[str, ...]) -> tuple:
     """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
-    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, slowdowns, types)
+    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, max_slowdown, types)
 
 
-def _compute_grid(job: QueuedJob, _excluded, slowdowns: tuple[float, float], types: tuple[str, ...]) -> tuple:
-    return plan_grid(usable_plans(job, slowdowns), step_seconds(job), types)
+def _compute_grid(job: QueuedJob, _excluded, max_slowdown: float, types: tuple[str, ...]) -> tuple:
+    return plan_grid(usable_plans(job, max_slowdown), step_seconds(job), types)
 
 
-def plan_options(job: QueuedJob, slowdowns: tuple[float, float]) -> list:
+def plan_options(job: QueuedJob, max_slowdown: float) -> list:
     """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
-    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, slowdowns)
+    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, max_slowdown)
 
 
-def _compute_plan_options(job: QueuedJob, _excluded, slowdowns: tuple[float, float]) -> list:
+def _compute_plan_options(job: QueuedJob, _excluded, max_slowdown: float) -> list:
     seconds = step_seconds(job)
-    return [(c, c.num_gpus, seconds[id(c)]) for c in usable_plans(job, slowdowns)]
+    return [(c, c.num_gpus, seconds[id(c)]) for c in usable_plans(job, max_slowdown)]

@@ -250,7 +250,8 @@ class Simulator:
         if not 0 <= free <= n.total_gpus:
             raise SimulationError(f"node {name} would have {free} free of {n.total_gpus} GPUs; a policy "
                                   "placed more GPUs than the node has")
-        self.nodes[i] = replace(n, free_gpus=free)
+        self.nodes[i] = NodeState(name=n.name, gpu_type=n.gpu_type, total_gpus=n.total_gpus, free_gpus=free,
+                                  inter_node_bandwidth_bytes_s=n.inter_node_bandwidth_bytes_s)
         self._state = None
         self.busy_gpus -= delta
 

@@ -71,11 +71,11 @@ RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
 # 6 -> 15%, 8 -> 11%, 12 -> 11%, none -> 6%; over twelve runs x seeds 0-2 before the re-queue:
 # 5 -> 21.6%, 6 -> 23.1%, 8 -> 20.9%, 12 -> 21.8%; with it: 6 -> 24.9%, 8 -> 25.0%).
 MAX_SLOWDOWN = 6.0
-# Nor a plan more than this many times slower than the job's fastest plan on the same GPU type: under
-# contention plans are walked leanest first, and a plan of a few GPUs that is many times slower than
-# the type's best holds those GPUs long while others wait. Chosen on bench/sim_ablation.py's twelve
-# runs over seeds 0-2 (mean cut vs sia: 2 -> 19.7%, 3 -> 20.5%, 4 -> 20.4%, none -> 18.8%).
-MAX_TYPE_SLOWDOWN = 3.0
+# A second cap, 3x the job's fastest plan on the same GPU type, was worth +1.7 points when plans were
+# predicted on a 200 Gb/s network everywhere; once predictions saw each cluster's network and split
+# placements were priced (frenzy.sim.cluster, _first_now) it cost 0.7 points on bench/sim_ablation.py's
+# twelve runs over seeds 0-5 (29.1% with it, 29.8% without) and over held-out seeds 6-11 (29.7%,
+# 30.4%), so it went.
 # A waiting job holds a reservation once it has waited this many times its predicted run. Reserving
 # for every head of the queue (0) kept jobs behind it off GPUs they could have used and finished on;
 # the queue's order (then highest response ratio next) and preemption already serve most jobs, so
@@ -112,7 +112,7 @@ class HeterogeneityAwareScheduler:
     round_s = None  # event-driven: called on every arrival and completion
 
     def __init__(self, *, time_aware: bool = True, lean_when_contended: bool = True, order: str = "work",
-                 max_slowdown: float = MAX_SLOWDOWN, max_type_slowdown: float = MAX_TYPE_SLOWDOWN,
+                 max_slowdown: float = MAX_SLOWDOWN,
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
                  requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
                  startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
@@ -120,9 +120,6 @@ class HeterogeneityAwareScheduler:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
         if not max_slowdown >= 1.0:
             raise ValueError(f"max_slowdown must be >= 1 (1 keeps only each job's fastest plans), got {max_slowdown}")
-        if not max_type_slowdown >= 1.0:
-            raise ValueError("max_type_slowdown must be >= 1 (1 keeps only each job's fastest plan per GPU type), "
-                             f"got {max_type_slowdown}")
         if not reserve_after_runs >= 0:
             raise ValueError("reserve_after_runs is a wait in predicted runs and must be >= 0 (0 reserves for every "
                              f"waiting head of the queue), got {reserve_after_runs}")
@@ -130,7 +127,7 @@ class HeterogeneityAwareScheduler:
             raise ValueError(f"grow_min_gain is in restarts saved and must be >= 0, got {grow_min_gain}")
         self.time_aware, self.lean_when_contended, self.order = time_aware, lean_when_contended, order
         self.startup_estimate_s = startup_estimate_s
-        self.slowdowns = (max_slowdown, max_type_slowdown)
+        self.max_slowdown = max_slowdown
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow, self.assign_jobs, self.price_splits = requeue_slow, assign_jobs, price_splits
@@ -159,7 +156,7 @@ class HeterogeneityAwareScheduler:
             if job.job_id in movers:
                 decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
-            plans = assigned.get(job.job_id) or usable_plans(job, self.slowdowns)
+            plans = assigned.get(job.job_id) or usable_plans(job, self.max_slowdown)
             if contended and self.lean_when_contended and job.job_id not in assigned:
                 plans = orders.get(id(plans)) or orders.setdefault(id(plans), self._lean_order(job, plans))
             if id(plans) in hopeless:
@@ -214,7 +211,7 @@ class HeterogeneityAwareScheduler:
         for job in queue:
             if len(head) == ASSIGNED_JOBS:
                 break
-            grid = None if job.job_id in movers else plan_grid_of(job, self.slowdowns, types)
+            grid = None if job.job_id in movers else plan_grid_of(job, self.max_slowdown, types)
             if grid is None or not any(grid[1]):
                 continue  # a mover, or a job with no usable plan
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
@@ -243,7 +240,7 @@ class HeterogeneityAwareScheduler:
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, lambda j: plan_options(j, self.slowdowns), step_seconds,
+        return slow_runners(state, now, lambda j: plan_options(j, self.max_slowdown), step_seconds,
                             self._requeue_gain_s)
 
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
@@ -288,7 +285,7 @@ class HeterogeneityAwareScheduler:
         # Shrinking serves types some waiting job lacks GPUs of; growing must save grow_min_gain restarts.
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
-        resizable = resizable_jobs(state, now, lambda j: plan_options(j, self.slowdowns), step_seconds,
+        resizable = resizable_jobs(state, now, lambda j: plan_options(j, self.max_slowdown), step_seconds,
                                    touched, short, self.grow_min_gain * restart_s)
         if not resizable:
             return []
@@ -339,14 +336,14 @@ class HeterogeneityAwareScheduler:
             gpu = choice.gpu.name
             if not pool.fits_total(gpu, choice.num_gpus):
                 continue
-            run_s = self._run_s(job, choice, pool)
             if reservation is not None and gpu == reservation.gpu_type and choice.num_gpus > reservation.spare \
-                    and now + run_s > reservation.start_s:
+                    and now + self._run_s(job, choice, pool) > reservation.start_s:
                 continue
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
             if allocation is None:
                 continue
             if not self.price_splits or len(allocation) <= ceil(choice.num_gpus / pool.widest[gpu]):
+                run_s = self._run_s(job, choice, pool)
                 return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
             if split is None:
                 step_s = step_time(job.spec, choice.plan, choice.gpu, nodes=len(allocation)).total_s
