@@ -50,6 +50,10 @@ class FreePool:
         self.totals = dict(totals)
         self.widest, self.capacity, self.links = widest, capacity, links  # read-only
 
+    def fewest_nodes(self, gpu_type: str, gpus: int) -> int:
+        """Nodes a plan of `gpus` GPUs of this type spans at the least (on its widest nodes)."""
+        return -(-gpus // self.widest[gpu_type])
+
     def fits_total(self, gpu_type: str, gpus: int) -> bool:
         return self.totals.get(gpu_type, 0) >= gpus
 

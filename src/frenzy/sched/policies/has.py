@@ -45,7 +45,6 @@ assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -342,7 +341,7 @@ class HeterogeneityAwareScheduler:
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
             if allocation is None:
                 continue
-            if not self.price_splits or len(allocation) <= ceil(choice.num_gpus / pool.widest[gpu]):
+            if not self.price_splits or len(allocation) <= pool.fewest_nodes(gpu, choice.num_gpus):
                 run_s = self._run_s(job, choice, pool)
                 return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
             if split is None:
@@ -375,15 +374,18 @@ class HeterogeneityAwareScheduler:
         reservation, kept the job off it) or never."""
         gpu = choice.gpu.name
         free = dict(pool.free[gpu])
-        nodes = ceil(choice.num_gpus / pool.widest[gpu])
-        found = best_fit(free, choice.num_gpus, choice.plan.tp)
-        if found is not None and len(found) <= nodes:
+        nodes = pool.fewest_nodes(gpu, choice.num_gpus)
+
+        def fits_unsplit() -> bool:
+            found = best_fit(free, choice.num_gpus, choice.plan.tp)
+            return found is not None and len(found) <= nodes
+
+        if fits_unsplit():
             return None
         for end, allocation in zip(releases.ends.get(gpu, ()), releases.allocations.get(gpu, ())):
             for name, gpus in allocation:
                 free[name] += gpus
-            found = best_fit(free, choice.num_gpus, choice.plan.tp)
-            if found is not None and len(found) <= nodes:
+            if fits_unsplit():
                 return max(end, now)
         return None
 
