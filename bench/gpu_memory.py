@@ -23,9 +23,12 @@ use attn_implementation="sdpa". No GradScaler for fp16-mixed (as in the trace).
 
 Peak statistics are reset at the start of step 2, so max_memory_allocated is the peak of step 2
 (the traced quantity); reserved memory never shrinks (no empty_cache), so max_memory_reserved is
-the peak of the whole run, and so is the device memory read after step 2.
+the peak of the whole run, and so is the device memory read after step 2. All three are read right
+after step 2; `--timed-steps K` then runs K-1 more steps and reports tokens/s from the median of
+steps 2..K+1 (wall time around a synchronised step).
 
     python bench/gpu_memory.py --out gpu_memory.csv                 # the default matrix
+    python bench/gpu_memory.py --rows 0:28 --timed-steps 5 --out a.csv   # part of it, with timing
     python bench/gpu_memory.py --matrix my.csv --out results.csv    # CSV or JSON list of configs
     python bench/gpu_memory.py --print-default-matrix > matrix.json
 """
@@ -47,7 +50,7 @@ DEVICE = "cuda"  # a CPU smoke test of the building code may set "cpu"
 CONFIG_COLUMNS = ["model", "precision", "method", "lora_rank", "lora_targets", "optimizer", "recompute",
                   "attention", "micro_batch", "seq_len", "grad_accum", "tp"]
 RESULT_COLUMNS = ["status", "error", "max_memory_allocated", "max_memory_reserved", "step1_max_memory_allocated",
-                  "device_used_bytes", "device_used_source", "tokens_per_s", "step2_seconds", "attn_implementation",
+                  "device_used_bytes", "device_used_source", "tokens_per_s", "step_seconds", "attn_implementation",
                   "gpu_name", "torch_version", "cuda_version", "transformers_version", "peft_version",
                   "bitsandbytes_version"]
 DEFAULTS = {"precision": "bf16-mixed", "method": "full", "lora_rank": 8, "lora_targets": "q,v", "optimizer": "adamw",
@@ -58,7 +61,7 @@ def _m(model, **kw) -> dict:
     return {**DEFAULTS, "model": model, **kw}
 
 
-# ~45 configurations over 9 catalog models that fit (or, for two marked rows, are expected not to
+# 55 configurations over 15 catalog models that fit (or, for two marked rows, are expected not to
 # fit) an 80 GB GPU: every precision, method, optimizer, recomputation and attention setting.
 DEFAULT_MATRIX = [
     _m("openai-community/gpt2", seq_len=1024, micro_batch=8),
@@ -108,6 +111,14 @@ DEFAULT_MATRIX = [
     _m("mistralai/Mistral-7B-v0.1", method="lora", seq_len=4096),
     _m("mistralai/Mistral-7B-v0.1", method="qlora", seq_len=4096),
     _m("EleutherAI/gpt-j-6b", method="lora"),  # no SDPA in transformers: eager
+    _m("Qwen/Qwen2.5-0.5B", micro_batch=8),
+    _m("Qwen/Qwen2.5-0.5B", micro_batch=8, precision="bf16", optimizer="adamw-fused"),
+    _m("Qwen/Qwen2.5-7B", method="lora", micro_batch=2),
+    _m("Qwen/Qwen2.5-7B", method="lora", micro_batch=2, recompute="full", seq_len=4096),
+    _m("microsoft/phi-2", micro_batch=2, recompute="full"),
+    _m("microsoft/phi-2", method="lora", micro_batch=4),
+    _m("Qwen/Qwen1.5-MoE-A2.7B", method="lora", micro_batch=2),
+    _m("Qwen/Qwen1.5-MoE-A2.7B", method="qlora", micro_batch=2),
 ]
 
 
@@ -300,7 +311,7 @@ def versions(torch) -> dict:
             "peft_version": version("peft"), "bitsandbytes_version": version("bitsandbytes")}
 
 
-def run_config(row: dict) -> dict:
+def run_config(row: dict, timed_steps: int = 1) -> dict:
     import torch
 
     out = versions(torch)
@@ -317,11 +328,8 @@ def run_config(row: dict) -> dict:
         vocab = model.get_output_embeddings().weight.shape[0]
         ids = torch.randint(0, vocab, (mb, seq), device=DEVICE)
         torch.cuda.synchronize()
-        for step in range(2):  # the loop of frenzy.memory.trace.step.run_steps
-            if step == 1:
-                out["step1_max_memory_allocated"] = torch.cuda.max_memory_allocated()
-                torch.cuda.reset_peak_memory_stats()
-                started = time.perf_counter()
+
+        def train_step():
             for _ in range(accum):
                 with autocast_for(torch, row["precision"]):
                     loss = model(input_ids=ids, labels=ids, use_cache=False).loss
@@ -329,15 +337,32 @@ def run_config(row: dict) -> dict:
                 del loss
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        seconds = time.perf_counter() - started
-        out.update(status="ok", step2_seconds=round(seconds, 4), tokens_per_s=round(mb * seq * accum / seconds, 1))
+            torch.cuda.synchronize()
+
+        train_step()  # the loop of frenzy.memory.trace.step.run_steps: step 1, then the measured step 2
+        out["step1_max_memory_allocated"] = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        seconds = [timed(train_step)]
+        out.update(memory_stats(torch))  # step 2's peaks, before any timing step
+        seconds += [timed(train_step) for _ in range(timed_steps - 1)]
+        median = sorted(seconds)[len(seconds) // 2]
+        out.update(status="ok", step_seconds=round(median, 4), tokens_per_s=round(mb * seq * accum / median, 1))
     except torch.cuda.OutOfMemoryError as exc:
-        out.update(status="oom", error=str(exc).splitlines()[0][:300])
-    out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
-    out["max_memory_reserved"] = torch.cuda.max_memory_reserved()
-    out["device_used_bytes"], out["device_used_source"] = device_used_bytes(torch)
+        out.update(status="oom", error=str(exc).splitlines()[0][:300], **memory_stats(torch))
     return out
+
+
+def timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def memory_stats(torch) -> dict:
+    used, source = device_used_bytes(torch)
+    return {"max_memory_allocated": torch.cuda.max_memory_allocated(),
+            "max_memory_reserved": torch.cuda.max_memory_reserved(), "device_used_bytes": used,
+            "device_used_source": source}
 
 
 # ---- driver (parent process) ---------------------------------------------------------------------
@@ -351,9 +376,9 @@ def read_matrix(path: str | None) -> list[dict]:
     return [{**DEFAULTS, **{k: v for k, v in r.items() if v not in (None, "")}} for r in rows]
 
 
-def run_in_subprocess(row: dict, timeout_s: int) -> dict:
+def run_in_subprocess(row: dict, timeout_s: int, timed_steps: int) -> dict:
     try:
-        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(row)], capture_output=True,
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(row), "--timed-steps", str(timed_steps)], capture_output=True,
                               text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"timed out after {timeout_s} s"}
@@ -369,6 +394,9 @@ def main() -> None:
     parser.add_argument("--matrix", help="CSV or JSON list of configurations (default: the built-in matrix)")
     parser.add_argument("--out", default="gpu_memory.csv", help="CSV to write (one row per configuration)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
+    parser.add_argument("--timed-steps", type=int, default=1,
+                        help="steps timed from step 2 on (tokens/s from their median); memory is step 2's")
+    parser.add_argument("--rows", default=":", help="a slice of the matrix, START:END (0-based), to split a run")
     parser.add_argument("--print-default-matrix", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -376,7 +404,7 @@ def main() -> None:
         print(json.dumps(DEFAULT_MATRIX, indent=1))
         return
     if args.child:
-        print("RESULT " + json.dumps(run_config(json.loads(args.child))), flush=True)
+        print("RESULT " + json.dumps(run_config(json.loads(args.child), args.timed_steps)), flush=True)
         return
     import torch
 
@@ -384,12 +412,13 @@ def main() -> None:
         raise SystemExit(f"bench/gpu_memory.py measures GPU memory and needs a CUDA device, but "
                          f"torch.cuda.is_available() is False (torch {torch.__version__}, "
                          f"CUDA build {torch.version.cuda or 'none'}). Run it on a GPU machine.")
-    rows = read_matrix(args.matrix)
+    start, _, end = args.rows.partition(":")
+    rows = read_matrix(args.matrix)[int(start or 0):int(end) if end else None]
     with open(args.out, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CONFIG_COLUMNS + RESULT_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for i, row in enumerate(rows, 1):
-            result = run_in_subprocess(row, args.timeout)
+            result = run_in_subprocess(row, args.timeout, args.timed_steps)
             writer.writerow({**{c: row.get(c, "") for c in CONFIG_COLUMNS}, **result})
             handle.flush()
             gib = int(result.get("max_memory_allocated") or 0) / 2**30

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_emulated_small_card_ooms_and_is_classified(tmp_path):
-    from frenzy.executor.runner import classify
+    from frenzy.executor.failures import classify
     from frenzy.train.config import WorkerConfig
     from frenzy.train.memory import limit_cuda_memory
 

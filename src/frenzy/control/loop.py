@@ -153,16 +153,19 @@ class ControlLoop:
         return count
 
     def _oom_ratio(self, job: JobRecord) -> float:
-        """This job's own evidence: the largest observed/predicted ratio of its OOMs (capacity over
-        predicted when the peak is unknown). Unlike the shared calibration it is not bounded, so the
-        re-plan always has strictly more headroom than the plan that ran out of memory."""
+        """This job's own evidence: the largest need/predicted ratio of its OOMs. An OOM proves the
+        step needed more than the card and at least the peak observed (a real CUDA OOM gives only
+        that lower bound), measured against the bytes that decided the fit (`required_bytes`).
+        Unlike the shared calibration it is not bounded, so the re-plan always has strictly more
+        headroom than the plan that ran out of memory."""
         if not job.attempts:
             return 1.0
         ratios = [1.0]
         for a in self.store.attempts(job.id):
-            if a.outcome is AttemptOutcome.OOM and a.predicted_device_bytes > 0:
-                peak = max(a.observed_peak_bytes) if a.observed_peak_bytes else int(a.choice.get("gpu_memory_bytes", 0))
-                ratios.append(peak / a.predicted_device_bytes)
+            predicted = int(a.choice.get("memory", {}).get("required_bytes") or a.predicted_device_bytes)
+            if a.outcome is AttemptOutcome.OOM and predicted > 0:
+                need = max((*a.observed_peak_bytes, int(a.choice.get("gpu_memory_bytes", 0))))
+                ratios.append(need / predicted)
         return max(ratios)
 
     def _fail(self, job: JobRecord, now: float, reason: str) -> None:

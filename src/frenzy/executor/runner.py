@@ -13,22 +13,18 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 
 import ray
 
 from frenzy.executor import placement, ray_env
+from frenzy.executor.failures import classify
 from frenzy.executor.resources import LABEL_NODE, NAMESPACE, gpu_resource
 
 # A runner cancelled during start-up waits this long for its workers to name their placement group,
 # then ends itself anyway: its group is still waiting for GPUs (Ray Train retries a worker-group
 # start that times out, see ray_env), and waiting longer frees nothing sooner.
 NAMELESS_CANCEL_GRACE_S = 180.0
-# What Ray Train raises when the attempt's GPUs are not there (matched by name: the classes live in
-# Ray Train's internal modules): they never came free, or the cluster no longer has them (a node
-# left). The attempt is lost, not failed: the job is re-planned and resumes from its checkpoint.
-PLACEMENT_LOST = {"WorkerGroupStartupTimeoutError", "WorkerGroupStartupFailedError",
-                  "InsufficientClusterResourcesError", "PreemptionError"}
+
 
 
 def actor_name(job_id: str, attempt: int) -> str:
@@ -147,26 +143,3 @@ class AttemptRunner:
     def poll(self, cursor: int) -> tuple[list[dict], int, str]:
         with self.lock:
             return self.events[cursor:], len(self.events), self.state
-
-
-def classify(exc: BaseException) -> tuple[str, str]:
-    """('oom' | 'lost' | 'failed', message) from what `fit()` raised."""
-    import torch
-
-    causes: list[BaseException] = []
-    failures = getattr(exc, "worker_failures", None) or {}
-    causes += list(failures.values()) if isinstance(failures, dict) else []
-    seen = exc
-    while seen is not None and len(causes) < 20:
-        causes.append(seen)
-        controller = getattr(seen, "controller_failure", None)
-        if isinstance(controller, BaseException):
-            causes.append(controller)
-        seen = seen.__cause__ or seen.__context__
-    lost = next((c for c in causes if type(c).__name__ in PLACEMENT_LOST), None)
-    if lost is not None:
-        return "lost", f"Ray did not give it its GPUs: {type(lost).__name__}: {str(lost).split('. ')[0]}"
-    text = "\n".join(f"{type(c).__name__}: {c}" for c in causes) or "".join(traceback.format_exception(exc))
-    oom = any(isinstance(c, torch.OutOfMemoryError) for c in causes) or "OutOfMemoryError" in text \
-        or "CUDA out of memory" in text
-    return ("oom" if oom else "failed"), text[-8000:]

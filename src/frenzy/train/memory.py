@@ -4,7 +4,8 @@ On CUDA the peak is `torch.cuda.max_memory_reserved` (what the caching allocator
 small card is emulated with `set_per_process_memory_fraction`, so a real OOM takes the same path.
 On CPU there is no device memory: the worker's *emulated* peak is MARP's predicted device bytes
 times the job's `emulate_peak_factor`, and a step whose emulated peak exceeds the fake card raises
-a genuine `torch.OutOfMemoryError`, exactly as the CUDA allocator would.
+a genuine `torch.OutOfMemoryError`, exactly as the CUDA allocator would. On CUDA the same factor
+becomes real memory (`hold_emulated_excess`), so the card's own allocator decides.
 """
 
 from __future__ import annotations
@@ -44,6 +45,30 @@ def check_fake_capacity(cfg: WorkerConfig, step: int) -> None:
             f"CUDA out of memory (emulated on CPU by Frenzy's fake-GPU mode). The {cfg.gpu_type} has "
             f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {peak / 2**30:.2f} GiB "
             f"({PEAK_MARKER}{peak}).")
+
+
+def hold_emulated_excess(cfg: WorkerConfig, step: int) -> torch.Tensor | None:
+    """On CUDA, from the first step >= 2 on, a buffer of (emulate_peak_factor - 1) x MARP's prediction that the
+    caller keeps alive: the job then really needs what the factor says (as an unmodelled buffer
+    would), and a too-small card raises the allocator's own out-of-memory error."""
+    if not torch.cuda.is_available() or step < 2 or cfg.emulate_peak_factor <= 1 or not cfg.predicted_peak_bytes:
+        return None
+    excess = int((cfg.emulate_peak_factor - 1) * cfg.predicted_peak_bytes)
+    return torch.empty(excess, dtype=torch.uint8, device="cuda")
+
+
+_REQUESTED = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB)")
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def with_peak(exc: torch.OutOfMemoryError) -> torch.OutOfMemoryError:
+    """A CUDA OOM restated with the least the step needed (what was allocated plus what it asked
+    for), in the marker `peak_from_error` reads, so the re-plan learns from the real failure."""
+    match = _REQUESTED.search(str(exc))
+    if not torch.cuda.is_available() or not match or PEAK_MARKER in str(exc):
+        return exc
+    needed = torch.cuda.memory_allocated() + int(float(match.group(1)) * _UNITS[match.group(2)])
+    return torch.OutOfMemoryError(f"{exc} ({PEAK_MARKER}{needed})")
 
 
 def peak_bytes(cfg: WorkerConfig) -> tuple[int, str]:

@@ -58,9 +58,19 @@ def train_loop(config: dict, report=None) -> None:
               flush=True)
 
     model.train()
+    try:
+        _train(cfg, model, optimizer, batches, device, root, start, rank, report)
+    except torch.OutOfMemoryError as exc:
+        raise memory.with_peak(exc) from exc
+
+
+def _train(cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.device, root, start: int, rank: int,
+           report) -> None:
+    excess = None
     for step in range(start + 1, cfg.steps + 1):
         began = time.perf_counter()
         memory.check_fake_capacity(cfg, step)
+        excess = memory.hold_emulated_excess(cfg, step) if excess is None else excess
         loss_sum = torch.zeros((), device=device)
         for micro in range(cfg.grad_accum):
             ids = batches.get(step, micro).to(device)

@@ -12,7 +12,7 @@ from ray.train import ControllerError, WorkerGroupError  # noqa: E402
 from ray.train.v2._internal.exceptions import (InsufficientClusterResourcesError,  # noqa: E402
                                                WorkerGroupStartupTimeoutError)
 
-from frenzy.executor.runner import classify  # noqa: E402
+from frenzy.executor.failures import classify  # noqa: E402
 
 
 def test_gpus_that_never_came_are_a_lost_placement():
