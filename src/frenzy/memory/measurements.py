@@ -132,3 +132,78 @@ def _express(row: dict) -> Measurement:
 def load_measurements(path: Path) -> list[Measurement]:
     with path.open(newline="") as f:
         return [_express(row) for row in csv.DictReader(f)]
+
+
+# ---- Frenzy's own GPU measurements (bench/gpu_memory.py) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuRun:
+    """One row of a bench/gpu_memory.py CSV: the configuration as a job and plan, and what the GPU
+    measured (the peaks of the second step; `ran` is False when it ran out of memory)."""
+
+    row: dict
+    job: JobSpec
+    plan: ParallelPlan
+
+    @property
+    def ran(self) -> bool:
+        return self.row["status"] == "ok"
+
+    @property
+    def allocated(self) -> int:
+        return int(self.row["max_memory_allocated"])
+
+    @property
+    def reserved(self) -> int:
+        return int(self.row["max_memory_reserved"])
+
+    @property
+    def device(self) -> int:
+        """NVML's memory of the process after the step (the driver's view, context included)."""
+        return int(self.row["device_used_bytes"])
+
+    @property
+    def tokens_per_s(self) -> float:
+        return float(self.row["tokens_per_s"] or 0)
+
+    @property
+    def demand_at_failure(self) -> int:
+        """For a run that ran out of memory: what PyTorch held plus what it asked for when it
+        failed (from CUDA's message), the least the step needed."""
+        text = self.row["error"]
+        held = _OOM_HELD.search(text)
+        asked = _OOM_ASKED.search(text)
+        if self.ran or not held or not asked:
+            return 0
+        return _bytes(*held.groups()) + _bytes(*asked.groups())
+
+    @property
+    def label(self) -> str:
+        r = self.row
+        method = r["method"] + (f"-r{r['lora_rank']}-{r['lora_targets']}" if r["method"] != "full" else "")
+        return (f"{r['model'].split('/')[-1]} {r['precision']} {method} {r['optimizer']} rc-{r['recompute']} "
+                f"{r['attention']} mb{r['micro_batch']}x{r['grad_accum']} s{r['seq_len']}")
+
+
+_OOM_HELD = re.compile(r"Of the allocated memory ([\d.]+) (MiB|GiB) is allocated by PyTorch")
+_OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+) (MiB|GiB)")
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * {"MiB": 2**20, "GiB": 2**30}[unit])
+
+
+def load_gpu_runs(path: Path) -> list[GpuRun]:
+    runs = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            training = TrainingConfig(precision=Precision(row["precision"]), method=Method(row["method"]),
+                                      optimizer=Optimizer(row["optimizer"]), attention=Attention(row["attention"]),
+                                      lora_rank=int(row["lora_rank"]), lora_targets=tuple(row["lora_targets"].split(",")))
+            plan = ParallelPlan(micro_batch=int(row["micro_batch"]), grad_accum=int(row["grad_accum"]),
+                                tp=int(row["tp"]), recompute=Recompute.parse(row["recompute"]))
+            job = JobSpec(model=load_model(row["model"]), training=training, seq_len=int(row["seq_len"]),
+                          global_batch=plan.global_batch)
+            runs.append(GpuRun(row=row, job=job, plan=plan))
+    return runs

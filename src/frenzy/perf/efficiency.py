@@ -60,3 +60,23 @@ def elementwise_seconds(tokens: int, hidden: int, layers: int, compute_bytes: in
     bytes, streamed at the GPU's HBM bandwidth (flash attention keeps scores on chip)."""
     traffic = tokens * layers * ELEMENTWISE_ELEMENTS_PER_HIDDEN * hidden * compute_bytes
     return traffic / gpu.hbm_bandwidth_bytes_s
+
+
+# Attention that materialises its scores (eager, or SDPA's math fallback) streams every b x heads x
+# s x s score through HBM several times: the QK^T product, its fp32 upcast and mask add, softmax,
+# the 16-bit copy that multiplies v, and as much again in backward. Measured on an H100
+# (tests/data/gpu_memory_h100.csv), eager rows take 99 and 115 B of traffic per score element more
+# than their SDPA twins (Llama-2-7B LoRA mb1 s2048; GPT-2 mb8 s1024) at the catalog bandwidth.
+SCORE_BYTES_PER_ELEMENT = 105
+# The forward's part of that traffic, which recomputation runs a second time.
+SCORE_FORWARD_SHARE = 1 / 3
+
+
+def materialised_scores_seconds(tokens: int, heads: int, seq_len: int, layers: int, recomputes: bool,
+                                gpu: GpuType) -> float:
+    """HBM time of attention scores that are materialised: tokens x heads x seq per layer."""
+    traffic = tokens * heads * seq_len * layers * SCORE_BYTES_PER_ELEMENT
+    if recomputes:
+        traffic *= 1 + SCORE_FORWARD_SHARE
+    return traffic / gpu.hbm_bandwidth_bytes_s
+

@@ -16,7 +16,8 @@ from math import ceil
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
-from frenzy.core.training import Method
+from frenzy.core.training import Method, Recompute
+from frenzy.memory.activations import Kernel, attention_kernel
 from frenzy.memory.states import stage_params
 from frenzy.perf import comm, efficiency, flops
 
@@ -93,6 +94,9 @@ def _step_time(arch, training, seq_len: int, plan: ParallelPlan, gpu: GpuType, n
     params = stage_params(arch, training, plan, 0)
     if training.method is Method.QLORA:  # one 4-bit read + 16-bit write per frozen weight, fwd and bwd
         elementwise += 2 * params.frozen_linear * 2.5 / gpu.hbm_bandwidth_bytes_s
+    if attention_kernel(arch, training) in (Kernel.EAGER, Kernel.MATH):
+        elementwise += efficiency.materialised_scores_seconds(tokens, arch.num_heads // plan.tp, seq_len, layers,
+                                                              plan.recompute is not Recompute.NONE, gpu)
 
     intra_bw = gpu.intra_node_bandwidth_bytes_s
     cross_bw = min(intra_bw, inter_bw) if nodes > 1 else intra_bw

@@ -1,0 +1,144 @@
+"""MARP and the perf model against Frenzy's own H100 measurements (tests/data/gpu_memory_h100.csv,
+made by bench/gpu_memory.py); writes docs/ACCURACY.md#measured-h100 and docs/BENCHMARKS.md#perf-h100.
+
+Memory: per configuration, MARP's allocated, reserved and device bytes against
+max_memory_allocated, max_memory_reserved and NVML's process memory; the configurations that ran
+out of memory on the 80 GB card against MARP's verdict; and, on the same rows, the other
+estimators bench/accuracy.py runs. Step time: the perf model's tokens/s on one H100 against the
+measured median step (`--timed-steps`), with the MFU the measurement implies.
+
+    python bench/gpu_validation.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from estimators import ESTIMATORS  # noqa: E402
+from report import write_section  # noqa: E402
+
+from frenzy.core import catalog  # noqa: E402
+from frenzy.memory import states  # noqa: E402
+from frenzy.memory.estimate import estimate  # noqa: E402
+from frenzy.memory.measurements import GpuRun, load_gpu_runs  # noqa: E402
+from frenzy.perf import flops  # noqa: E402
+from frenzy.perf.step import step_time  # noqa: E402
+
+CSV = HERE.parent / "tests" / "data" / "gpu_memory_h100.csv"
+H100 = catalog.gpu_type("H100-SXM-80G")
+GiB = 2**30
+
+
+def estimator_row(run: GpuRun) -> dict:
+    job, plan = run.job, run.plan
+    return {"model_config": catalog.model_config(run.row["model"]), "repo_id": run.row["model"],
+            "num_params": job.model.num_params,
+            "trainable_params": states.stage_params(job.model, job.training, plan, 0).trainable,
+            "precision": job.training.precision.value, "method": job.training.method.value, "zero_stage": 0,
+            "dp": 1, "tp": 1, "pp": 1, "micro_batch": plan.micro_batch, "seq_len": job.seq_len,
+            "recompute": plan.recompute.name.lower(), "optimizer": job.training.optimizer.value,
+            "attention": job.training.attention.value}
+
+
+def spread(errors: list[float]) -> str:
+    absolute = sorted(abs(e) for e in errors)
+    return f"median {statistics.median(absolute):.1%}, worst {absolute[-1]:.1%}" if absolute else "n/a"
+
+
+def memory_section(runs: list[GpuRun]) -> str:
+    names = ["MARP"] + [e.NAME for e in ESTIMATORS]
+    errors: dict[str, list[float]] = {n: [] for n in names}
+    reserved_err, device_err, lines, oom_lines = [], [], [], []
+    for run in runs:
+        marp = estimate(run.job, run.plan, H100)
+        if not run.ran:
+            fits = marp.required_bytes <= H100.memory_bytes
+            oom_lines.append(f"| {run.label} | {run.allocated / GiB:.2f} (at the failure) | "
+                             f"{marp.required_bytes / GiB:.2f} | {'fits: wrong' if fits else 'does not fit: right'} |")
+            continue
+        others = [e.predict(estimator_row(run)) for e in ESTIMATORS]
+        cells = []
+        for name, predicted in zip(names, [marp.allocated_bytes, *others]):
+            if predicted is None:
+                cells.append("n/a")
+                continue
+            err = predicted / run.allocated - 1
+            errors[name].append(err)
+            cells.append(f"{predicted / GiB:.2f} ({err:+.1%})")
+        reserved_err.append(marp.reserved_bytes / run.reserved - 1)
+        device_err.append(marp.device_bytes / run.device - 1)
+        lines.append(f"| {run.label} | {run.allocated / GiB:.2f} | " + " | ".join(cells)
+                     + f" | {run.device / GiB:.2f} | {marp.device_bytes / GiB:.2f} ({device_err[-1]:+.1%}) |")
+    first = runs[0].row
+    under = [e for e in device_err if e < -0.02]
+    summary = ["| estimator | rows | allocated: median abs error | worst |", "|---|---:|---:|---:|"]
+    for name in names:
+        absolute = sorted(abs(e) for e in errors[name])
+        summary.append(f"| {name} | {len(absolute)} | " + (f"{statistics.median(absolute):.1%} | {absolute[-1]:.1%} |"
+                                                          if absolute else "n/a | n/a |"))
+    return (
+        "## Measured on H100\n\n"
+        f"{len(runs)} configurations over {len({r.row['model'] for r in runs})} catalog models, each in a fresh "
+        f"process on one {first['gpu_name']} (torch {first['torch_version']}, CUDA {first['cuda_version']}, "
+        f"transformers {first['transformers_version']}, peft {first['peft_version']}, bitsandbytes "
+        f"{first['bitsandbytes_version']}), random weights from the catalog config, synthetic tokens, the loop "
+        "of `bench/gpu_memory.py` (the fake-tensor trace's loop). Measured: the second step's "
+        "`max_memory_allocated`, `max_memory_reserved` and NVML's memory of the process. MARP predicts from "
+        "the architecture alone, with no GPU.\n\n"
+        f"- **Allocated peak** (what decides a fit, with the runtime overhead): MARP {spread(errors['MARP'])} "
+        f"over {len(errors['MARP'])} rows that ran.\n"
+        f"- **Reserved** (allocator cache): {spread(reserved_err)}. **Device** (NVML): {spread(device_err)}; "
+        f"{len(under)} of {len(device_err)} rows under NVML by more than 2%.\n"
+        f"- **Did not fit**: {len(oom_lines)} configurations ran out of memory on the 80 GB card; the table "
+        "below gives MARP's verdict for each.\n\n" + "\n".join(summary) + "\n\n"
+        "| configuration | measured allocated GiB | " + " | ".join(f"{n} GiB (err)" for n in names)
+        + " | NVML GiB | MARP device GiB (err) |\n|---|---:|" + "---:|" * len(names) + "---:|---:|\n"
+        + "\n".join(lines)
+        + "\n\nConfigurations that ran out of memory (80 GB card, `required_bytes` = allocated + runtime "
+        "overhead):\n\n| configuration | allocated when it failed, GiB | MARP required GiB | MARP's verdict |\n"
+        "|---|---:|---:|---|\n" + "\n".join(oom_lines)
+    )
+
+
+def perf_section(runs: list[GpuRun]) -> str:
+    lines, errors = [], []
+    for run in runs:
+        if not run.ran or not run.tokens_per_s:
+            continue
+        predicted = step_time(run.job, run.plan, H100).tokens_per_s_per_gpu
+        err = predicted / run.tokens_per_s - 1
+        errors.append(err)
+        key = run.job.training.precision.flops_key
+        mfu = run.tokens_per_s * flops.model_flops_per_token(run.job.model, run.job.seq_len) / H100.peak_flops_for(key)
+        lines.append(f"| {run.label} | {run.tokens_per_s:,.0f} | {predicted:,.0f} | {err:+.1%} | {mfu:.1%} |")
+    big = [e for run, e in zip([r for r in runs if r.ran and r.tokens_per_s], errors)
+           if run.job.model.num_params >= 3e9]
+    return (
+        "## Step time on one H100 (`frenzy.perf`)\n\n"
+        "Predicted tokens/s on one H100 against the median of the timed steps of "
+        "`bench/gpu_memory.py` (one process per configuration, Hugging Face eager code, no torch.compile). "
+        "MFU is measured tokens/s x 6N-style model FLOPs per token over the GPU's peak for the precision.\n\n"
+        f"Error over {len(errors)} configurations: {spread(errors)} (signed median "
+        f"{statistics.median(errors):+.1%}); on the {len(big)} rows of models with 3B parameters or more: "
+        f"{spread(big)}.\n\n"
+        "| configuration | measured tok/s | predicted tok/s | error | measured MFU |\n|---|---:|---:|---:|---:|\n"
+        + "\n".join(lines)
+    )
+
+
+def main() -> None:
+    runs = load_gpu_runs(CSV)
+    memory = memory_section(runs)
+    perf = perf_section(runs)
+    print(memory + "\n\n" + perf)
+    write_section("measured-h100", memory, doc="docs/ACCURACY.md", command="python bench/gpu_validation.py")
+    write_section("perf-h100", perf, command="python bench/gpu_validation.py")
+
+
+if __name__ == "__main__":
+    main()
