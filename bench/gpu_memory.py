@@ -52,7 +52,7 @@ CONFIG_COLUMNS = ["model", "precision", "method", "lora_rank", "lora_targets", "
 RESULT_COLUMNS = ["status", "error", "max_memory_allocated", "max_memory_reserved", "step1_max_memory_allocated",
                   "device_used_bytes", "device_used_source", "tokens_per_s", "step_seconds", "attn_implementation",
                   "gpu_name", "torch_version", "cuda_version", "transformers_version", "peft_version",
-                  "bitsandbytes_version"]
+                  "bitsandbytes_version", "alloc_conf"]
 DEFAULTS = {"precision": "bf16-mixed", "method": "full", "lora_rank": 8, "lora_targets": "q,v", "optimizer": "adamw",
             "recompute": "none", "attention": "flash", "micro_batch": 1, "seq_len": 2048, "grad_accum": 1, "tp": 1}
 
@@ -308,7 +308,8 @@ def versions(torch) -> dict:
 
     return {"gpu_name": torch.cuda.get_device_name(), "torch_version": torch.__version__,
             "cuda_version": torch.version.cuda or "", "transformers_version": version("transformers"),
-            "peft_version": version("peft"), "bitsandbytes_version": version("bitsandbytes")}
+            "peft_version": version("peft"), "bitsandbytes_version": version("bitsandbytes"),
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
 
 
 def run_config(row: dict, timed_steps: int = 1) -> dict:
@@ -376,6 +377,13 @@ def read_matrix(path: str | None) -> list[dict]:
     return [{**DEFAULTS, **{k: v for k, v in r.items() if v not in (None, "")}} for r in rows]
 
 
+def select(rows: list[dict], spec: str) -> list[dict]:
+    if ":" in spec:
+        start, _, end = spec.partition(":")
+        return rows[int(start or 0):int(end) if end else None]
+    return [rows[int(i)] for i in spec.split(",")]
+
+
 def run_in_subprocess(row: dict, timeout_s: int, timed_steps: int) -> dict:
     try:
         done = subprocess.run([sys.executable, __file__, "--child", json.dumps(row), "--timed-steps", str(timed_steps)], capture_output=True,
@@ -396,7 +404,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     parser.add_argument("--timed-steps", type=int, default=1,
                         help="steps timed from step 2 on (tokens/s from their median); memory is step 2's")
-    parser.add_argument("--rows", default=":", help="a slice of the matrix, START:END (0-based), to split a run")
+    parser.add_argument("--rows", default=":", help="part of the matrix (0-based): START:END, or I,J,K")
     parser.add_argument("--print-default-matrix", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -412,8 +420,7 @@ def main() -> None:
         raise SystemExit(f"bench/gpu_memory.py measures GPU memory and needs a CUDA device, but "
                          f"torch.cuda.is_available() is False (torch {torch.__version__}, "
                          f"CUDA build {torch.version.cuda or 'none'}). Run it on a GPU machine.")
-    start, _, end = args.rows.partition(":")
-    rows = read_matrix(args.matrix)[int(start or 0):int(end) if end else None]
+    rows = select(read_matrix(args.matrix), args.rows)
     with open(args.out, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CONFIG_COLUMNS + RESULT_COLUMNS, extrasaction="ignore")
         writer.writeheader()

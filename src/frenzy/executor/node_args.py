@@ -13,6 +13,7 @@ import socket
 from frenzy.core import catalog
 from frenzy.core.errors import FrenzyError
 from frenzy.executor.resources import gpu_resource, node_labels
+from frenzy.train.config import CUDA_ALLOCATOR_CONF
 
 
 class NoGpuError(FrenzyError):
@@ -50,5 +51,6 @@ def ray_start_command(head_address: str, device_name: str, count: int, memory_by
     name = node_name or socket.gethostname()
     labels = ",".join(f"{k}={v}" for k, v in node_labels(name, gpu.name, memory_bytes).items())
     resources = json.dumps({gpu_resource(gpu.name): count})
-    return (f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=~/.frenzy/ray_auth_token ray start --address={head_address} "
+    return (f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=~/.frenzy/ray_auth_token "
+            f"PYTORCH_CUDA_ALLOC_CONF={CUDA_ALLOCATOR_CONF} ray start --address={head_address} "
             f"--num-gpus={count} --resources={shlex.quote(resources)} --labels={shlex.quote(labels)}")

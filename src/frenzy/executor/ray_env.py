@@ -16,6 +16,8 @@ import secrets
 import sys
 from pathlib import Path
 
+from frenzy.train.config import CUDA_ALLOCATOR_CONF
+
 DEFAULT_TOKEN_PATH = Path("~/.frenzy/ray_auth_token")
 # Seconds Ray Train waits for a worker group's placement group before removing it and asking again,
 # and how often it asks again (runner.py passes it as FailureConfig.controller_failure_limit; Ray's
@@ -59,6 +61,8 @@ def configure(*, fake_cluster: bool) -> str:
         # Keep every Ray address on 127.0.0.1: Ray otherwise advertises the machine's outward IP.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray workers on nodes this process starts inherit it before they initialise CUDA.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", CUDA_ALLOCATOR_CONF)
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", WORKER_GROUP_START_TIMEOUT_S)
     if "ray._raylet" in sys.modules:  # ray was imported before: make its cached settings see ours

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from frenzy.train import checkpoint, memory
-from frenzy.train.config import WorkerConfig
+from frenzy.train.config import CUDA_ALLOCATOR_CONF, WorkerConfig
 from frenzy.train.data import Batches
 from frenzy.train.model import (apply_tensor_parallel, build_model, device_mesh, make_optimizer,
                                 wrap_data_parallel)
@@ -35,6 +35,7 @@ def train_loop(config: dict, report=None) -> None:
         import ray.train
         report = ray.train.report
     cfg = WorkerConfig.from_json(config)
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", CUDA_ALLOCATOR_CONF)  # read when CUDA initialises, below
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     memory.limit_cuda_memory(cfg)
     torch.set_num_threads(max(1, int(os.environ.get("FRENZY_WORKER_THREADS", "1"))))

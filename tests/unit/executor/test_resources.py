@@ -41,4 +41,4 @@ def test_ray_start_command_from_nvml_name():
 
     cmd = ray_start_command("10.0.0.1:6379", "NVIDIA H100 80GB HBM3", 8, 85520809984, "gpu-7")
     assert "gpu_type:H100-SXM-80G" in cmd and "--num-gpus=8" in cmd and "frenzy.io/node=gpu-7" in cmd
-    assert "RAY_AUTH_MODE=token" in cmd
+    assert "RAY_AUTH_MODE=token" in cmd and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in cmd
