@@ -26,6 +26,7 @@ from frenzy.core import catalog  # noqa: E402
 from frenzy.memory import states  # noqa: E402
 from frenzy.memory.estimate import estimate  # noqa: E402
 from frenzy.memory.measurements import GpuRun, load_gpu_runs  # noqa: E402
+from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, usable_bytes  # noqa: E402
 from frenzy.perf import flops  # noqa: E402
 from frenzy.perf.step import step_time  # noqa: E402
 
@@ -60,7 +61,7 @@ def memory_section(runs: list[GpuRun]) -> str:
     for run in runs:
         marp = estimate(run.job, run.plan, H100)
         if not run.ran:
-            fits = marp.required_bytes <= H100.memory_bytes
+            fits = marp.required_bytes <= usable_bytes(H100, DEFAULT_SAFETY_MARGIN)
             oom_lines.append(f"| {run.label} | {run.allocated / GiB:.2f} (at the failure) | "
                              f"{marp.required_bytes / GiB:.2f} | {'fits: wrong' if fits else 'does not fit: right'} |")
             continue
@@ -114,7 +115,7 @@ def expandable_section(runs: list[GpuRun], expandable: list[GpuRun]) -> str:
     for run in expandable:
         before = default[run.label]
         marp = estimate(run.job, run.plan, H100)
-        fits = marp.required_bytes * 1.05 <= H100.memory_bytes
+        fits = marp.required_bytes <= usable_bytes(H100, DEFAULT_SAFETY_MARGIN)
         err = marp.device_bytes / run.device - 1 if run.ran else None
         if err is not None:
             device_err.append(err)

@@ -10,6 +10,7 @@ from frenzy.core import catalog
 from frenzy.memory.estimate import estimate
 from frenzy.memory.measurements import load_gpu_runs
 from frenzy.memory.overhead import CUBLAS_WORKSPACES_BYTES
+from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, usable_bytes
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "gpu_memory_h100.csv"
 H100 = catalog.gpu_type("H100-SXM-80G")
@@ -59,3 +60,15 @@ def test_the_fake_tensor_trace_matches_the_gpu(index):
     assert run.ran
     traced = trace_step(run.row["model"], run.job.training, run.plan, run.job.seq_len).estimate
     assert traced.allocated_bytes + CUBLAS_WORKSPACES_BYTES == pytest.approx(run.allocated, rel=0.01)
+
+
+def test_with_expandable_segments_every_configuration_marp_fits_runs():
+    """Frenzy's workers run with expandable segments (frenzy.train.config.CUDA_ALLOCATOR_CONF). On
+    those runs, every configuration MARP fits on the 80 GB card (required_bytes within the planner's
+    usable bytes) ran, among them BLOOM-560m, which the default allocator's fragmentation stopped."""
+    runs = load_gpu_runs(CSV.with_name("gpu_memory_h100_expandable.csv"))
+    assert all(r.row["alloc_conf"] == "expandable_segments:True" for r in runs)
+    assert any(not r.ran for r in RUNS if r.label in {e.label for e in runs})  # one failed without it
+    for run in runs:
+        fits = estimate(run.job, run.plan, H100).required_bytes <= usable_bytes(H100, DEFAULT_SAFETY_MARGIN)
+        assert run.ran == fits, run.label
