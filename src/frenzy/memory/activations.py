@@ -77,13 +77,16 @@ def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
 
 def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     """Bytes per attention score that eager attention keeps: the softmax output (fp32 when the model
-    or autocast upcasts it) and, when that differs from the compute dtype, the copy that multiplies v;
-    with attention dropout also a bool mask and the dropped copy (Korthikanti et al.: 2 + 1 + 2)."""
+    or autocast upcasts it) and the compute-dtype tensor that multiplies v. Without dropout that is
+    the softmax output itself or its cast; with attention dropout it is the dropped copy, beside a
+    bool mask (Korthikanti et al.: 2 + 1 + 2), and a cast before the dropout is freed: dropout's
+    backward needs only the mask (GPT-2 under autocast: fp32 softmax, mask, bf16 dropped copy)."""
     c = precision.compute_bytes
     softmax = 4 if arch.eager_softmax_fp32 or arch.eager_qk_fp32 or precision.is_mixed else c
-    kept = softmax + (c if softmax != c else 0)
     if arch.attention_dropout > 0:
-        kept += 1 + c
+        kept = softmax + 1 + c
+    else:
+        kept = softmax + (c if softmax != c else 0)
     if arch.attn_softcap:
         kept += c  # tanh keeps its output
     return kept
@@ -182,23 +185,49 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
         body = c * inter  # relu keeps its output, which is also fc2's input
     else:
         body = _activation_saved_bytes(arch, training.precision) * inter + down_input
-    if arch.is_moe:
-        # Each token passes through its top-k experts: their gathered inputs, bodies and outputs
-        # (kept by the routing-weight product), plus the router's fp32 softmax over E experts and
-        # its int64 indices and fp32 weights per choice (transformers' grouped-mm experts). With
-        # fp32 master weights (autocast) transformers' grouped matmul falls back to fp32 compute.
-        k = arch.experts_per_token
-        e = 4 if training.precision.is_mixed else c
-        items["mlp_input"] = k * e * arch.hidden_size
-        cast = 2 if training.precision.is_mixed else 0  # autocast copies of the norm output, else shared
-        items["router"] = 4 * arch.num_experts + 40 * k + 4 + (cast or c) * arch.hidden_size
-        body = k * (body * e // c + e * arch.hidden_size)
-        if arch.shared_expert_size:
-            # the shared expert (a gated MLP) and its sigmoid gate read the norm output too
-            body += 4 * c * arch.shared_expert_size // plan.tp + c * arch.hidden_size + 3 * cast * arch.hidden_size
     items["mlp_body"] = body
+    if arch.is_moe:  # the sparse block's input, router and body in place of the dense MLP's
+        items.update(_moe_saved(arch, training, plan))
     if arch.hidden_dropout > 0:
         items["mlp_dropout_mask"] = arch.hidden_size
+    return items
+
+
+def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
+    """The sparse MoE block (transformers' grouped-mm experts), bytes per token.
+
+    transformers 5 stores the routed experts as fused 3-D parameters, not nn.Linear modules: LoRA
+    adapters never reach them and QLoRA leaves them 16-bit, so they train under full fine-tuning
+    only. The grouped matmul runs in the experts' storage dtype (autocast does not cast it): fp32
+    masters under full *-mixed fine-tuning, the 16-bit frozen base under LoRA. Frozen experts keep
+    neither their gathered input nor the product `down` reads (no weight gradient needs them).
+    """
+    c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
+    experts_train = training.method is Method.FULL
+    e = training.precision.param_bytes if experts_train else c
+    inter = arch.intermediate_size // plan.tp
+    cast = 2 if training.precision.is_mixed else 0  # autocast copies of the norm output, else shared
+    # Per choice: act(gate) keeps gate, the product keeps act(gate) and up, down keeps the product
+    # when it trains, and the routing-weight product keeps the expert's output.
+    expert = _activation_saved_bytes(arch, training.precision) * inter + 2 * c * inter
+    expert += c * inter if experts_train else 0
+    items = {
+        # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
+        # with frozen experts only the shared expert's adapters keep the norm output
+        "mlp_input": k * e * h if experts_train else _input_saves(arch, training, {"gate", "up"}, h),
+        # the router's fp32 softmax over E experts, its int64 indices and fp32 weights per choice,
+        # and, when the router trains, its input: an autocast copy of the norm output, or in pure
+        # precision the norm output itself, which every reader shares (counted here once)
+        "router": 4 * arch.num_experts + 40 * k + 4 + ((cast or c) * h if experts_train else 0),
+        "mlp_body": k * (expert * e // c + e * h),
+    }
+    if arch.shared_expert_size:
+        # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
+        # gate, whose product keeps the shared output; trained, the three read autocast copies
+        shared = arch.shared_expert_size // plan.tp
+        items["mlp_body"] += (_activation_saved_bytes(arch, training.precision) + 2 * c) * shared + c * h
+        items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
+        items["mlp_body"] += 3 * cast * h if experts_train else 0
     return items
 
 

@@ -45,10 +45,11 @@ def _model_states(job: JobSpec, tp: int, pp: int, stage: int, dp: int, zero) -> 
 
 
 def _qlora_dequant_bytes(job: JobSpec, plan: ParallelPlan) -> int:
-    """QLoRA dequantises one frozen projection at a time to a 16-bit temporary."""
+    """QLoRA dequantises one frozen projection at a time to a 16-bit temporary (fused MoE experts
+    are not quantised, so never dequantised)."""
     if job.training.method is not Method.QLORA:
         return 0
-    return 2 * max(lin.weight_params for lin in job.model.linears) // plan.tp
+    return 2 * max(lin.weight_params for lin in job.model.linears if not lin.per_expert) // plan.tp
 
 
 def _head_gradient_bytes(job: JobSpec, plan: ParallelPlan) -> int:

@@ -27,7 +27,7 @@ class StageParams:
     """Parameter counts held by one rank (after tensor and pipeline splitting, before ZeRO)."""
 
     frozen_linear: int  # frozen base projections (LoRA/QLoRA): what QLoRA quantises
-    frozen_other: int  # frozen embeddings, norms, head
+    frozen_other: int  # frozen embeddings, norms, head, fused MoE experts
     trainable: int  # full fine-tuning: everything; LoRA: the adapters only
     largest_tensor: int  # elements of the largest trainable tensor (per-tensor optimizer temporaries)
     layers: int
@@ -80,12 +80,15 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
                       max(lin.sharded_params(tp) for lin in arch.linears))
         return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
                            largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers)
+    # transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear modules: peft adapts
+    # none of them and bitsandbytes (QLoRA) leaves them 16-bit, like the other frozen non-projections.
+    experts = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears if lin.per_expert) * layers
     targets = training.trainable_targets
-    adapters = [lin for lin in arch.linears if lin.targets & targets]
-    lora = sum(lora_params(lin, training.lora_rank, tp) * copies[lin.name] for lin in adapters) * layers
+    adapters = [lin for lin in arch.linears if lin.targets & targets and not lin.per_expert]
+    lora = sum(lora_params(lin, training.lora_rank, tp) for lin in adapters) * layers
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
-    return StageParams(frozen_linear=linear, frozen_other=other, trainable=lora, largest_tensor=largest,
-                       layers=layers, matmul=matmul + lora, buffers=buffers)
+    return StageParams(frozen_linear=linear - experts, frozen_other=other + experts, trainable=lora,
+                       largest_tensor=largest, layers=layers, matmul=matmul + lora, buffers=buffers)
 
 
 def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
@@ -95,8 +98,8 @@ def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
 
 def weight_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
     """Stored parameters: trainable ones in the precision's storage dtype (fp32 masters for *-mixed),
-    frozen base in bf16/fp32 (LoRA) or NF4 (QLoRA: projections only; embeddings, norms and head
-    stay 16-bit). ZeRO-3 / FSDP full-shard divides everything by dp."""
+    frozen base in bf16/fp32 (LoRA) or NF4 (QLoRA: nn.Linear projections only; embeddings, norms,
+    head and fused MoE experts stay 16-bit). ZeRO-3 / FSDP full-shard divides everything by dp."""
     p = training.precision
     frozen_bytes = 2 if p is not Precision.FP32 else 4
     if training.method is Method.QLORA:
