@@ -13,7 +13,10 @@ for such a layer (tests/unit/memory/test_formulas.py). HF layers differ from Meg
   * GPT-2's `gelu_new` is composed from Python ops that each save an input;
   * flash / SDPA attention keeps q, k, v, the output and a per-head logsumexp, never s x s;
     eager attention keeps fp32 probabilities and their 16-bit copy, b x heads x s x s;
-  * frozen projections (LoRA) do not save their input: grad_input needs only the weight.
+  * frozen projections (LoRA) do not save their input: grad_input needs only the weight; each
+    adapter keeps its own 16-bit copy of its input under autocast (peft's fp32 upcast, autocast's
+    downcast) and B keeps A's r-wide output; bitsandbytes' 4-bit projections (QLoRA) return
+    their input's dtype, fp32 behind an autocast LayerNorm.
 Everything here is bytes per token of one micro-batch on one tensor-parallel rank.
 """
 
@@ -34,6 +37,31 @@ _COMPOSED_GELU = {"gelu_new", "gelu_fast"}
 def residual_bytes(precision: Precision) -> int:
     """Residual-stream element size: fp32 under autocast and in fp32, bf16 when training pure bf16."""
     return 2 if precision is Precision.BF16 else 4
+
+
+def _lora_residual_is_16bit(arch: ModelArch, training: TrainingConfig) -> bool:
+    """Under autocast with a frozen 16-bit base (LoRA) the embedding output is 16-bit and every
+    projection that adds into the residual stream runs in 16 bits, so the stream stays 16-bit and
+    each norm's fp32 upcast is its own copy. QLoRA behind LayerNorms is the exception (see
+    _frozen_outputs_fp32): its MLP output is fp32, which makes the stream fp32 from layer 0 on."""
+    if training.method is Method.FULL or not training.precision.is_mixed:
+        return False
+    return not _frozen_outputs_fp32(arch, training)
+
+
+def _frozen_outputs_fp32(arch: ModelArch, training: TrainingConfig) -> bool:
+    """QLoRA under autocast behind a LayerNorm: bitsandbytes' Linear4bit computes in 16 bits but
+    returns its output in its input's dtype, and autocast's layer_norm outputs fp32, so q, k, v and
+    the up projection's output are fp32, and so are the MLP activation and what it keeps. (HF
+    RMSNorms return the residual's dtype, 16-bit here, so RMSNorm models stay 16-bit.)"""
+    return training.method is Method.QLORA and training.precision.is_mixed and arch.norm is Norm.LAYER
+
+
+def _adapter_keeps_own_copy(training: TrainingConfig) -> bool:
+    """Whether a LoRA adapter keeps its own copy of its input rather than the tensor it reads: under
+    autocast peft casts the input up to the fp32 adapter dtype and autocast casts that back to 16
+    bits for the A matmul, which saves it; with LoRA dropout A saves the dropped copy (and its mask)."""
+    return training.method is not Method.FULL and (training.precision.is_mixed or training.lora_dropout > 0)
 
 
 def _trains(training: TrainingConfig, names: set[str]) -> bool:
@@ -60,6 +88,26 @@ def _input_saves(arch: ModelArch, training: TrainingConfig, names: set[str], wid
     if not p.is_mixed:
         return copy_bytes * width
     return 2 * width * len(trainable)
+
+
+def _o_input_saves(arch: ModelArch, training: TrainingConfig, q_dim: int, transposed: bool) -> int:
+    """Bytes per token that o_proj keeps of the attention output. A trained o reads the output itself,
+    or the contiguous copy made when the kernel's output is laid out (b, heads, s, d) (`transposed`);
+    a LoRA adapter may keep a copy of its own instead (_adapter_keeps_own_copy)."""
+    if not _trains(training, {"o"}):
+        return 0
+    if _adapter_keeps_own_copy(training):
+        return _input_saves(arch, training, {"o"}, q_dim)
+    return training.precision.compute_bytes * q_dim if transposed else 0
+
+
+def lora_rank_saved(arch: ModelArch, training: TrainingConfig) -> int:
+    """Bytes per token of each adapter's A output (r wide, in the compute dtype), which B keeps as
+    its input for B's weight gradient; one per adapted projection (a fused qkv carries one)."""
+    if training.method is Method.FULL:
+        return 0
+    adapters = [lin for lin in arch.linears if lin.targets & training.trainable_targets and not lin.per_expert]
+    return training.precision.compute_bytes * training.lora_rank * len(adapters)
 
 
 def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
@@ -129,18 +177,22 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         items["qk_norm"] = (4 + c) * (q_dim + kv_dim)
     # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
-    if fused and arch.rotary_dim:
+    if fused and arch.rotary_dim and not _frozen_outputs_fp32(arch, training):
+        # (an fp32 qkv out of a 4-bit base reaches the kernel through autocast's 16-bit casts,
+        # which are all the kernel keeps: the fp32 output and its rotated copies are let go)
         items["qkv"] += c * (q_dim + kv_dim)
     if kernel in (Kernel.EAGER, Kernel.MATH):
         items["qkv"] += 2 * c * (q_dim - kv_dim)  # k and v expanded to every query head
-        if kernel is Kernel.EAGER and arch.eager_qk_fp32:
-            items["qkv"] = 8 * q_dim + c * q_dim  # fp32 copies of q and k, and v (GPT-J, GPT-Neo: no GQA)
+        if kernel is Kernel.EAGER and arch.eager_qk_fp32 and not training.precision.is_mixed:
+            # fp32 copies of q and k, and v (GPT-J, GPT-Neo: no GQA). Under autocast the q @ k^T
+            # matmul casts the fp32 copies back to 16 bits and keeps those: 16-bit q, k and v.
+            items["qkv"] = 8 * q_dim + c * q_dim
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
         elif kernel is Kernel.MATH:
             items["scores"] = c * heads * seq  # softmax output in the input dtype
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
-        items["o_input"] = c * q_dim if _trains(training, {"o"}) else 0
+        items["o_input"] = _o_input_saves(arch, training, q_dim, transposed=True)
     else:
         # Fused kernels keep their output and an fp32 logsumexp per head. The output takes the
         # query's memory layout: RoPE applied in place of layout keeps (b, s, heads, d), so o_proj
@@ -148,10 +200,11 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         # and o_proj then gets a transposed copy.
         items["attn_out"] = c * q_dim + 4 * heads
         rope_by_cat = arch.rope_concat or 0 < arch.rotary_dim < arch.head_dim
-        if rope_by_cat and _trains(training, {"o"}):
-            items["o_input"] = c * q_dim
-        if arch.sliding_window and seq > arch.sliding_window:
-            # A sequence longer than the window needs an explicit mask: SDPA then takes the
+        if o_input := _o_input_saves(arch, training, q_dim, transposed=rope_by_cat):
+            items["o_input"] = o_input
+        if arch.sliding_window and seq >= arch.sliding_window:
+            # A sequence as long as the window or longer gets an explicit mask (transformers'
+            # masking_utils skips it only while kv_length < sliding_window): SDPA then takes the
             # memory-efficient kernel, which keeps a per-layer copy of the mask, and HF expands
             # grouped k and v itself (no `enable_gqa` with a mask).
             items["window_mask"] = c * seq
@@ -161,12 +214,11 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     return items
 
 
-def _activation_saved_bytes(arch: ModelArch, precision: Precision) -> int:
-    """Bytes per intermediate element the MLP activation keeps. Fused ops keep their input; relu
-    keeps its output. `gelu_new` is composed of Python ops: pow keeps its input, tanh its output,
-    and the final product keeps 0.5x and 1 + tanh; under autocast pow runs in fp32, so its input
-    copy, tanh and 1 + tanh are fp32."""
-    c = precision.compute_bytes
+def _activation_saved_bytes(arch: ModelArch, precision: Precision, c: int) -> int:
+    """Bytes per intermediate element the MLP activation keeps, for an input of `c` bytes. Fused ops
+    keep their input; relu keeps its output. `gelu_new` is composed of Python ops: pow keeps its
+    input, tanh its output, and the final product keeps 0.5x and 1 + tanh; under autocast pow runs
+    in fp32, so its input copy, tanh and 1 + tanh are fp32."""
     if arch.activation in _COMPOSED_GELU:
         wide = 4 if precision.is_mixed else c
         return 3 * wide + c
@@ -178,13 +230,17 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     inter = arch.intermediate_size // plan.tp
     items = {"mlp_input": _input_saves(arch, training, {"gate", "up"}, arch.hidden_size)}
     down_input = c * inter if _trains(training, {"down"}) else 0
+    # the up projection's output, in which the activation runs (fp32 out of a 4-bit base behind a LayerNorm)
+    up_out = 4 if _frozen_outputs_fp32(arch, training) else c
     if arch.mlp_gated:
         # act(gate) keeps gate; the product keeps act(gate) and up; down keeps the product
-        body = _activation_saved_bytes(arch, training.precision) * inter + 2 * c * inter + down_input
+        body = _activation_saved_bytes(arch, training.precision, up_out) * inter + 2 * up_out * inter + down_input
     elif arch.activation == "relu":
-        body = c * inter  # relu keeps its output, which is also fc2's input
+        body = up_out * inter  # relu keeps its output, which is also fc2's input
+        if _adapter_keeps_own_copy(training):  # unless fc2's adapter keeps a copy of its own
+            body += _input_saves(arch, training, {"down"}, inter)
     else:
-        body = _activation_saved_bytes(arch, training.precision) * inter + down_input
+        body = _activation_saved_bytes(arch, training.precision, up_out) * inter + down_input
     items["mlp_body"] = body
     if arch.is_moe:  # the sparse block's input, router and body in place of the dense MLP's
         items.update(_moe_saved(arch, training, plan))
@@ -209,7 +265,7 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     cast = 2 if training.precision.is_mixed else 0  # autocast copies of the norm output, else shared
     # Per choice: act(gate) keeps gate, the product keeps act(gate) and up, down keeps the product
     # when it trains, and the routing-weight product keeps the expert's output.
-    expert = _activation_saved_bytes(arch, training.precision) * inter + 2 * c * inter
+    expert = _activation_saved_bytes(arch, training.precision, c) * inter + 2 * c * inter
     expert += c * inter if experts_train else 0
     items = {
         # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
@@ -225,15 +281,21 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
         # gate, whose product keeps the shared output; trained, the three read autocast copies
         shared = arch.shared_expert_size // plan.tp
-        items["mlp_body"] += (_activation_saved_bytes(arch, training.precision) + 2 * c) * shared + c * h
+        items["mlp_body"] += (_activation_saved_bytes(arch, training.precision, c) + 2 * c) * shared + c * h
         items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
         items["mlp_body"] += 3 * cast * h if experts_train else 0
     return items
 
 
+def _norms_share_input(arch: ModelArch, training: TrainingConfig) -> bool:
+    """Parallel-residual LayerNorms (GPT-NeoX) read the same input and keep it once, unless autocast
+    upcasts a 16-bit residual (LoRA): each layer_norm then keeps its own fp32 copy."""
+    return arch.norm is Norm.LAYER and arch.parallel_residual and not _lora_residual_is_16bit(arch, training)
+
+
 def norms_saved(arch: ModelArch, training: TrainingConfig) -> int:
-    """A layer's norms. Parallel-residual LayerNorms (GPT-NeoX) read the same input: kept once."""
-    if arch.norm is Norm.LAYER and arch.parallel_residual:
+    """A layer's norms; norms that share their input keep it once (plus their own mean and rstd)."""
+    if _norms_share_input(arch, training):
         return norm_saved(arch, training) + 8 * (arch.norms_per_layer - 1)
     return arch.norms_per_layer * norm_saved(arch, training)
 
@@ -243,6 +305,7 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     items = {"norms": norms_saved(arch, training)}
     items.update(attention_saved(arch, training, plan, seq))
     items.update(mlp_saved(arch, training, plan))
+    items["lora_rank"] = lora_rank_saved(arch, training)
     shared_norm = arch.parallel_residual and arch.norms_per_layer == 1
     one_tensor = not training.precision.is_mixed and (training.method is Method.FULL or not training.lora_dropout)
     if shared_norm and one_tensor and items["qkv_input"]:
@@ -315,11 +378,11 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
     if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
         return 0
     unsaved = norm_saved(arch, training)
+    if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
+        unsaved += norm_saved(arch, training)  # the MLP's norm reads the layer input too
     if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:
         mlp = mlp_saved(arch, training, plan)
         unsaved += mlp["mlp_body"] + mlp.get("mlp_dropout_mask", 0)
-        if arch.norms_per_layer > 1 and arch.norm is not Norm.LAYER:
-            unsaved += norm_saved(arch, training)
     return unsaved
 
 
