@@ -283,7 +283,8 @@ def test_plans_are_predicted_on_the_clusters_own_network():
     spec = load_cluster("sia-64")
     links = {g.name: g.inter_node_bandwidth_bytes_s for g in spec.gpu_types()}
     assert links == {"T4-16G": 50e9 / 8, "RTX-2080Ti-11G": 50e9 / 8, "A100-SXM-40G": 200e9 / 8}
-    trace = TraceJob(job_id="j", submit_time_s=0.0, model="meta-llama/Llama-3.2-1B", global_batch=16, seq_len=2048,
+    # global batch 8: the 16-T4 plan (dp 4 x tp 4) sends traffic between nodes that no compute hides
+    trace = TraceJob(job_id="j", submit_time_s=0.0, model="meta-llama/Llama-3.2-1B", global_batch=8, seq_len=2048,
                      steps=100)
     job = Simulator(spec, get_policy("frenzy"), [trace], SimConfig(seed=0)).jobs[0].queued
     spread = [c for c in job.plans if c.gpu.name == "T4-16G" and c.num_gpus > 4]

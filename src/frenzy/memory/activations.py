@@ -328,10 +328,26 @@ def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, r
     return sum(layer_inventory(arch, training, plan, seq).values())
 
 
+def checkpointed_input_bytes(arch: ModelArch, training: TrainingConfig) -> int:
+    """Element size of a decoder layer's input, the residual stream between layers. Full fine-tuning
+    follows `residual_bytes` (fp32 master embeddings make it fp32 under autocast). LoRA/QLoRA store
+    the frozen embedding in 16 bits, and under autocast what adds into the stream comes out of a
+    16-bit matmul, so the stream stays 16-bit -- unless the fp32 output of a LayerNorm (autocast
+    runs it in fp32) reaches it: BLOOM's embedding norm and post-LN layers (LayerNorm models without
+    a final norm, OPT-350m) write the stream itself, and QLoRA's 4-bit layers return their input's
+    dtype (bitsandbytes `Linear4bit`), so an MLP fed by a LayerNorm adds an fp32 output."""
+    if training.method is Method.FULL or not training.precision.is_mixed:
+        return residual_bytes(training.precision)
+    if arch.norm is not Norm.LAYER:
+        return 2
+    layer_norm_writes_stream = arch.embedding_norm or not arch.final_norm
+    return 4 if layer_norm_writes_stream or training.method is Method.QLORA else 2
+
+
 def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
     """Full recomputation keeps each layer's input (residual stream) and nothing else."""
     width = arch.hidden_size // (plan.tp if plan.sequence_parallel else 1)
-    return residual_bytes(training.precision) * width
+    return checkpointed_input_bytes(arch, training) * width
 
 
 def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:

@@ -6,7 +6,9 @@ The step is walked at the granularity where peaks can occur (second step, optimi
   backward      at its start: forward's saved tensors + the logits-gradient peak + the first
                 gradients + one layer's backward temporaries (+ that layer recomputed, under full
                 recomputation); at its end: all gradients + one layer's temporaries. Activations
-                and weight copies fall linearly while gradients grow, so the sweep peaks at an end;
+                and weight copies fall linearly while gradients grow, so the sweep peaks at an end.
+                Under full recomputation backward keeps only the LM head's and the recomputed
+                layer's weight copies (the checkpoints saved none);
   optimizer     weights + gradients + state + the optimizer's own temporaries.
 With gradient accumulation, micro-batches after the first run with all gradients alive.
 """
@@ -70,6 +72,21 @@ def _embedding_gradient_temporary_bytes(job: JobSpec, plan: ParallelPlan, stage:
     return arch.vocab_size * arch.hidden_size // plan.tp * job.training.precision.param_bytes
 
 
+def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, layers: int, last: bool) -> tuple[int, int]:
+    """Autocast weight copies alive in backward (at the loss, then entering the last layer).
+
+    Without recomputation autograd saved every copy for its backward matmul. Under full
+    recomputation the checkpointed layers saved none of theirs: those copies lived only in autocast's
+    cast cache, which is cleared when the forward leaves its autocast region (the forward itself
+    still peaks with all of them). The LM head runs outside the checkpoints, so its matmul keeps its
+    copy until the head's backward; then the layer being recomputed casts its weights afresh and
+    keeps those copies until its own backward."""
+    if plan.recompute is not Recompute.FULL:
+        return casts, casts
+    head = states.autocast_head_copy_bytes(job.model, job.training, plan, last)
+    return head, (casts - head) // max(layers, 1)
+
+
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
     """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
     arch, training = job.model, job.training
@@ -99,12 +116,14 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         head_grad = _head_gradient_bytes(job, plan)
     # QLoRA's dequantised 16-bit copy of one projection lives beside the weights in forward and backward.
     with_casts = weights + casts + dequant
+    casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
     return [
         (Phase.FORWARD, (with_casts, early_grads, opt, saved, logits_fwd, 0)),
         # backward at the loss: the logits gradient on top of everything forward kept
-        (Phase.BACKWARD, (with_casts, early_grads, opt, saved, logits_bwd, 0)),
+        (Phase.BACKWARD, (weights + casts_at_loss + dequant, early_grads, opt, saved, logits_bwd, 0)),
         # backward entering the last layer: head gradient allocated, one layer's temporaries
-        (Phase.BACKWARD, (with_casts, max(early_grads, head_grad), opt, saved + recomputed, 0, layer_temp + buckets)),
+        (Phase.BACKWARD, (weights + casts_in_last_layer + dequant, max(early_grads, head_grad), opt,
+                          saved + recomputed, 0, layer_temp + buckets)),
         # backward leaving the first layer: all gradients, one layer's activations and copies left
         (Phase.BACKWARD, (weights + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed, 0,
                           layer_temp + buckets)),

@@ -70,7 +70,7 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
         other += arch.head_params() // tp
         if arch.tie_word_embeddings and pp > 1:
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
-    head = arch.vocab_size * (arch.embed_proj_dim or arch.hidden_size) // tp + (arch.vocab_size if arch.lm_head_bias else 0)
+    head = head_matmul_params(arch, tp)
     # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast.
     dense = sum(lin.sharded_params(tp) for lin in arch.linears if not lin.per_expert) * layers
     matmul = dense + (head if last else 0)
@@ -89,6 +89,12 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
     return StageParams(frozen_linear=linear - experts, frozen_other=other + experts, trainable=lora,
                        largest_tensor=largest, layers=layers, matmul=matmul + lora, buffers=buffers)
+
+
+def head_matmul_params(arch: ModelArch, tp: int) -> int:
+    """Parameters of the LM head's matmul (weight and bias) on one tensor-parallel rank."""
+    bias = arch.vocab_size if arch.lm_head_bias else 0
+    return arch.vocab_size * (arch.embed_proj_dim or arch.hidden_size) // tp + bias
 
 
 def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
@@ -159,6 +165,16 @@ def autocast_weight_copy_bytes(params: StageParams, training: TrainingConfig, pl
     if training.method is not Method.FULL:
         return 2 * params.trainable  # the frozen base is stored 16-bit already; only adapters are cast
     return 2 * params.matmul
+
+
+def autocast_head_copy_bytes(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, last: bool) -> int:
+    """The LM head's share of `autocast_weight_copy_bytes`: the last stage of full fine-tuning under
+    autocast casts the head weight (the tied embedding's, when tied) to 16 bits for its matmul."""
+    if not last or training.method is not Method.FULL:
+        return 0
+    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS:
+        return 0
+    return 2 * head_matmul_params(arch, plan.tp)
 
 
 def fsdp_unsharded_bytes(arch: ModelArch, params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:

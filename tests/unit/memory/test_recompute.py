@@ -1,0 +1,55 @@
+"""Full activation recomputation: what the checkpoints keep and which autocast copies outlive them."""
+
+import pytest
+
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Method, Precision, Recompute, TrainingConfig
+from frenzy.memory import activations as act
+from frenzy.memory import states
+from frenzy.memory.estimate import estimate
+from frenzy.memory.result import Phase
+
+RECOMPUTE = ParallelPlan(micro_batch=4, recompute=Recompute.FULL)
+
+
+@pytest.mark.parametrize("model,method,stream_bytes", [
+    ("meta-llama/Llama-2-7b-hf", Method.FULL, 4),  # fp32 master embeddings: an fp32 stream
+    ("meta-llama/Llama-2-7b-hf", Method.LORA, 2),  # 16-bit frozen base: a 16-bit stream
+    ("meta-llama/Llama-2-7b-hf", Method.QLORA, 2),
+    ("facebook/opt-1.3b", Method.LORA, 2),
+    ("facebook/opt-1.3b", Method.QLORA, 4),  # Linear4bit returns the fp32 LayerNorm output's dtype
+    ("facebook/opt-350m", Method.LORA, 4),  # post-LN: the fp32 LayerNorm output is the stream
+    ("bigscience/bloom-560m", Method.LORA, 4),  # the embedding LayerNorm starts an fp32 stream
+])
+def test_checkpoints_keep_the_residual_stream_in_its_dtype_under_autocast(model, method, stream_bytes):
+    arch = load_model(model)
+    training = TrainingConfig(precision=Precision.BF16_MIXED, method=method)
+    kept = act.stored_bytes_per_token_per_layer(arch, training, RECOMPUTE, 2048)
+    assert kept == stream_bytes * arch.hidden_size
+
+
+def _estimate(recompute: Recompute):
+    arch = load_model("meta-llama/Llama-3.2-1B")
+    training = TrainingConfig(precision=Precision.BF16_MIXED)
+    plan = ParallelPlan(micro_batch=4, recompute=recompute)
+    job = JobSpec(model=arch, training=training, seq_len=2048, global_batch=plan.global_batch)
+    params = states.stage_params(arch, training, plan, 0)
+    return arch, estimate(job, plan), states.weight_bytes(params, training, plan)
+
+
+def test_recomputation_keeps_only_the_lm_heads_autocast_copy_at_the_loss():
+    """Llama-3.2-1B bf16-mixed, mb4 s2048 (H100: 27.26 GiB): the layers' 16-bit weight copies die
+    with autocast's cache, the tied head's copy (vocab x hidden) is saved by its matmul."""
+    arch, result, weights = _estimate(Recompute.FULL)
+    assert result.peak_phase is Phase.BACKWARD
+    assert result.breakdown["weights"] == weights + 2 * arch.vocab_size * arch.hidden_size
+    assert result.allocated_bytes / 2**30 == pytest.approx(27.26, rel=0.01)
+
+
+def test_without_recomputation_backward_keeps_every_autocast_copy():
+    arch, result, weights = _estimate(Recompute.NONE)
+    training = TrainingConfig(precision=Precision.BF16_MIXED)
+    params = states.stage_params(arch, training, ParallelPlan(), 0)
+    assert result.breakdown["weights"] == weights + states.autocast_weight_copy_bytes(params, training, ParallelPlan())
