@@ -40,13 +40,10 @@ def residual_bytes(precision: Precision) -> int:
 
 
 def _lora_residual_is_16bit(arch: ModelArch, training: TrainingConfig) -> bool:
-    """Under autocast with a frozen 16-bit base (LoRA) the embedding output is 16-bit and every
-    projection that adds into the residual stream runs in 16 bits, so the stream stays 16-bit and
-    each norm's fp32 upcast is its own copy. QLoRA behind LayerNorms is the exception (see
-    _frozen_outputs_fp32): its MLP output is fp32, which makes the stream fp32 from layer 0 on."""
-    if training.method is Method.FULL or not training.precision.is_mixed:
-        return False
-    return not _frozen_outputs_fp32(arch, training)
+    """Whether a frozen 16-bit base (LoRA under autocast) keeps the residual stream 16-bit, so that
+    each norm's fp32 upcast is its own copy (see `checkpointed_input_bytes`)."""
+    frozen_under_autocast = training.method is not Method.FULL and training.precision.is_mixed
+    return frozen_under_autocast and checkpointed_input_bytes(arch, training) == 2
 
 
 def _frozen_outputs_fp32(arch: ModelArch, training: TrainingConfig) -> bool:
