@@ -26,7 +26,6 @@ from frenzy.executor.resources import LABEL_NODE, NAMESPACE, gpu_resource
 NAMELESS_CANCEL_GRACE_S = 180.0
 
 
-
 def actor_name(job_id: str, attempt: int) -> str:
     return f"frenzy-attempt-{job_id}-{attempt}"
 
