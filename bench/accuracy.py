@@ -21,21 +21,22 @@ from report import write_section  # noqa: E402
 from frenzy.core import catalog  # noqa: E402
 from frenzy.memory import states  # noqa: E402
 from frenzy.memory.estimate import estimate  # noqa: E402
-from frenzy.memory.measurements import Measurement, load_measurements  # noqa: E402
+from frenzy.memory.measurements import load_measurements  # noqa: E402
 
 CSV = HERE.parent.parent / "shared" / "memory" / "published_measurements_dev.csv"
 
 
-def estimator_row(m: Measurement) -> dict:
-    job, plan = m.job, m.plan
+def estimator_row(repo_id: str, job, plan) -> dict:
+    """A job and plan in the row form the other estimators take (bench/estimators)."""
     params = states.stage_params(job.model, job.training, plan, 0)
     return {
-        "model_config": catalog.model_config(m.row["model"]), "repo_id": m.row["model"],
+        "model_config": catalog.model_config(repo_id), "repo_id": repo_id,
         "num_params": job.model.num_params, "trainable_params": params.trainable,
         "precision": job.training.precision.value, "method": job.training.method.value,
         "zero_stage": int(plan.zero), "dp": plan.dp, "tp": plan.tp, "pp": plan.pp,
         "micro_batch": plan.micro_batch, "seq_len": job.seq_len,
         "recompute": plan.recompute.name.lower(), "optimizer": job.training.optimizer.value,
+        "attention": job.training.attention.value,
     }
 
 
@@ -58,7 +59,7 @@ def main() -> None:
             continue
         measured = m.measured_bytes
         preds = [m.predicted_bytes(estimate(m.job, m.plan))]
-        preds += [e.predict(estimator_row(m)) for e in ESTIMATORS]
+        preds += [e.predict(estimator_row(m.row["model"], m.job, m.plan)) for e in ESTIMATORS]
         cells = []
         for name, p in zip(names, preds):
             err = pct(p, measured)

@@ -378,10 +378,13 @@ def read_matrix(path: str | None) -> list[dict]:
 
 
 def select(rows: list[dict], spec: str) -> list[dict]:
-    if ":" in spec:
-        start, _, end = spec.partition(":")
-        return rows[int(start or 0):int(end) if end else None]
-    return [rows[int(i)] for i in spec.split(",")]
+    try:
+        if ":" in spec:
+            start, _, end = spec.partition(":")
+            return rows[int(start or 0):int(end) if end else None]
+        return [rows[int(i)] for i in spec.split(",")]
+    except (ValueError, IndexError):
+        raise SystemExit(f"--rows {spec!r}: give START:END or I,J,K, 0-based indices below {len(rows)}") from None
 
 
 def run_in_subprocess(row: dict, timeout_s: int, timed_steps: int) -> dict:
@@ -414,13 +417,13 @@ def main() -> None:
     if args.child:
         print("RESULT " + json.dumps(run_config(json.loads(args.child), args.timed_steps)), flush=True)
         return
+    rows = select(read_matrix(args.matrix), args.rows)
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit(f"bench/gpu_memory.py measures GPU memory and needs a CUDA device, but "
                          f"torch.cuda.is_available() is False (torch {torch.__version__}, "
                          f"CUDA build {torch.version.cuda or 'none'}). Run it on a GPU machine.")
-    rows = select(read_matrix(args.matrix), args.rows)
     with open(args.out, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CONFIG_COLUMNS + RESULT_COLUMNS, extrasaction="ignore")
         writer.writeheader()

@@ -140,6 +140,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return run_child(args.child, args.events)
+    if not args.card_gib > 0:
+        parser.error(f"--card-gib must be a positive size in GiB, got {args.card_gib}")
 
     folder = Path(tempfile.mkdtemp(prefix="frenzy-oom-"))
     gpu = replace(catalog.gpu_type("H100-SXM-80G"), memory_bytes=int(args.card_gib * GiB))

@@ -19,11 +19,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from accuracy import estimator_row  # noqa: E402
 from estimators import ESTIMATORS  # noqa: E402
 from report import write_section  # noqa: E402
 
 from frenzy.core import catalog  # noqa: E402
-from frenzy.memory import states  # noqa: E402
 from frenzy.memory.estimate import estimate  # noqa: E402
 from frenzy.memory.measurements import GpuRun, load_gpu_runs  # noqa: E402
 from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, usable_bytes  # noqa: E402
@@ -38,20 +38,15 @@ H100 = catalog.gpu_type("H100-SXM-80G")
 GiB = 2**30
 
 
-def estimator_row(run: GpuRun) -> dict:
-    job, plan = run.job, run.plan
-    return {"model_config": catalog.model_config(run.row["model"]), "repo_id": run.row["model"],
-            "num_params": job.model.num_params,
-            "trainable_params": states.stage_params(job.model, job.training, plan, 0).trainable,
-            "precision": job.training.precision.value, "method": job.training.method.value, "zero_stage": 0,
-            "dp": 1, "tp": 1, "pp": 1, "micro_batch": plan.micro_batch, "seq_len": job.seq_len,
-            "recompute": plan.recompute.name.lower(), "optimizer": job.training.optimizer.value,
-            "attention": job.training.attention.value}
+def median_and_worst(errors: list[float]) -> tuple[float, float] | None:
+    """Median and largest absolute relative error, or None when there are none."""
+    absolute = sorted(abs(e) for e in errors)
+    return (statistics.median(absolute), absolute[-1]) if absolute else None
 
 
 def spread(errors: list[float]) -> str:
-    absolute = sorted(abs(e) for e in errors)
-    return f"median {statistics.median(absolute):.1%}, worst {absolute[-1]:.1%}" if absolute else "n/a"
+    found = median_and_worst(errors)
+    return f"median {found[0]:.1%}, worst {found[1]:.1%}" if found else "n/a"
 
 
 def memory_section(runs: list[GpuRun]) -> str:
@@ -65,7 +60,7 @@ def memory_section(runs: list[GpuRun]) -> str:
             oom_lines.append(f"| {run.label} | {run.allocated / GiB:.2f} (at the failure) | "
                              f"{marp.required_bytes / GiB:.2f} | {'fits: wrong' if fits else 'does not fit: right'} |")
             continue
-        others = [e.predict(estimator_row(run)) for e in ESTIMATORS]
+        others = [e.predict(estimator_row(run.row["model"], run.job, run.plan)) for e in ESTIMATORS]
         cells = []
         for name, predicted in zip(names, [marp.allocated_bytes, *others]):
             if predicted is None:
@@ -82,9 +77,9 @@ def memory_section(runs: list[GpuRun]) -> str:
     under = [e for e in device_err if e < -0.02]
     summary = ["| estimator | rows | allocated: median abs error | worst |", "|---|---:|---:|---:|"]
     for name in names:
-        absolute = sorted(abs(e) for e in errors[name])
-        summary.append(f"| {name} | {len(absolute)} | " + (f"{statistics.median(absolute):.1%} | {absolute[-1]:.1%} |"
-                                                          if absolute else "n/a | n/a |"))
+        found = median_and_worst(errors[name])
+        summary.append(f"| {name} | {len(errors[name])} | "
+                       + (f"{found[0]:.1%} | {found[1]:.1%} |" if found else "n/a | n/a |"))
     return (
         "## Measured on H100\n\n"
         f"{len(runs)} configurations over {len({r.row['model'] for r in runs})} catalog models, each in a fresh "
@@ -138,18 +133,18 @@ def expandable_section(runs: list[GpuRun], expandable: list[GpuRun]) -> str:
 
 
 def perf_section(runs: list[GpuRun]) -> str:
-    lines, errors = [], []
+    lines, errors, big = [], [], []
     for run in runs:
         if not run.ran or not run.tokens_per_s:
             continue
         predicted = step_time(run.job, run.plan, H100).tokens_per_s_per_gpu
         err = predicted / run.tokens_per_s - 1
         errors.append(err)
+        if run.job.model.num_params >= 3e9:
+            big.append(err)
         key = run.job.training.precision.flops_key
         mfu = run.tokens_per_s * flops.model_flops_per_token(run.job.model, run.job.seq_len) / H100.peak_flops_for(key)
         lines.append(f"| {run.label} | {run.tokens_per_s:,.0f} | {predicted:,.0f} | {err:+.1%} | {mfu:.1%} |")
-    big = [e for run, e in zip([r for r in runs if r.ran and r.tokens_per_s], errors)
-           if run.job.model.num_params >= 3e9]
     return (
         "## Step time on one H100 (`frenzy.perf`)\n\n"
         "Predicted tokens/s on one H100 against the median of the timed steps of "

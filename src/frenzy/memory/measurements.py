@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from frenzy.core import cuda_oom
 from frenzy.core.errors import FrenzyError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
@@ -170,13 +171,9 @@ class GpuRun:
     @property
     def demand_at_failure(self) -> int:
         """For a run that ran out of memory: what PyTorch held plus what it asked for when it
-        failed (from CUDA's message), the least the step needed."""
-        text = self.row["error"]
-        held = _OOM_HELD.search(text)
-        asked = _OOM_ASKED.search(text)
-        if self.ran or not held or not asked:
-            return 0
-        return _bytes(*held.groups()) + _bytes(*asked.groups())
+        failed (from CUDA's message), the least the step needed; 0 when that is not known."""
+        held, asked = cuda_oom.held_bytes(self.row["error"]), cuda_oom.requested_bytes(self.row["error"])
+        return 0 if self.ran or held is None or asked is None else held + asked
 
     @property
     def label(self) -> str:
@@ -184,14 +181,6 @@ class GpuRun:
         method = r["method"] + (f"-r{r['lora_rank']}-{r['lora_targets']}" if r["method"] != "full" else "")
         return (f"{r['model'].split('/')[-1]} {r['precision']} {method} {r['optimizer']} rc-{r['recompute']} "
                 f"{r['attention']} mb{r['micro_batch']}x{r['grad_accum']} s{r['seq_len']}")
-
-
-_OOM_HELD = re.compile(r"Of the allocated memory ([\d.]+) (MiB|GiB) is allocated by PyTorch")
-_OOM_ASKED = re.compile(r"Tried to allocate ([\d.]+) (MiB|GiB)")
-
-
-def _bytes(number: str, unit: str) -> int:
-    return int(float(number) * {"MiB": 2**20, "GiB": 2**30}[unit])
 
 
 def load_gpu_runs(path: Path) -> list[GpuRun]:

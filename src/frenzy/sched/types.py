@@ -24,6 +24,12 @@ class NodeState:
         if not self.inter_node_bandwidth_bytes_s > 0:
             raise ValueError(f"node {self.name}: inter-node bandwidth must be positive")
 
+    def with_free(self, free_gpus: int) -> NodeState:
+        """This node with another free count. Built directly rather than with dataclasses.replace,
+        which costs several times more on the simulator's hot path; keep it in step with the fields."""
+        return NodeState(name=self.name, gpu_type=self.gpu_type, total_gpus=self.total_gpus, free_gpus=free_gpus,
+                         inter_node_bandwidth_bytes_s=self.inter_node_bandwidth_bytes_s)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunningJob:

@@ -35,7 +35,7 @@ from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
-from frenzy.sched.types import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob
+from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningJob
 from frenzy.sim import truth
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.jobs import Run, SimJob, after_oom
@@ -250,8 +250,7 @@ class Simulator:
         if not 0 <= free <= n.total_gpus:
             raise SimulationError(f"node {name} would have {free} free of {n.total_gpus} GPUs; a policy "
                                   "placed more GPUs than the node has")
-        self.nodes[i] = NodeState(name=n.name, gpu_type=n.gpu_type, total_gpus=n.total_gpus, free_gpus=free,
-                                  inter_node_bandwidth_bytes_s=n.inter_node_bandwidth_bytes_s)
+        self.nodes[i] = n.with_free(free)
         self._state = None
         self.busy_gpus -= delta
 

@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from frenzy.core import cuda_oom
 from frenzy.train.config import WorkerConfig
 
 PEAK_MARKER = "frenzy-peak-bytes="
@@ -57,18 +58,13 @@ def hold_emulated_excess(cfg: WorkerConfig, step: int) -> torch.Tensor | None:
     return torch.empty(excess, dtype=torch.uint8, device="cuda")
 
 
-_REQUESTED = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB)")
-_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
-
-
 def with_peak(exc: torch.OutOfMemoryError) -> torch.OutOfMemoryError:
     """A CUDA OOM restated with the least the step needed (what was allocated plus what it asked
     for), in the marker `peak_from_error` reads, so the re-plan learns from the real failure."""
-    match = _REQUESTED.search(str(exc))
-    if not torch.cuda.is_available() or not match or PEAK_MARKER in str(exc):
+    requested = cuda_oom.requested_bytes(str(exc))
+    if not torch.cuda.is_available() or requested is None or PEAK_MARKER in str(exc):
         return exc
-    needed = torch.cuda.memory_allocated() + int(float(match.group(1)) * _UNITS[match.group(2)])
-    return torch.OutOfMemoryError(f"{exc} ({PEAK_MARKER}{needed})")
+    return torch.OutOfMemoryError(f"{exc} ({PEAK_MARKER}{torch.cuda.memory_allocated() + requested})")
 
 
 def peak_bytes(cfg: WorkerConfig) -> tuple[int, str]:
