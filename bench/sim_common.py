@@ -54,6 +54,12 @@ def load_slice(s: Slice, total_gpus: int, load: float, seed: int = 0):
     return scale_arrivals(jobs, arrival_scale_for(s, total_gpus, load))
 
 
+def jct_records(result) -> list[dict]:
+    """A SimResult's per-job JCTs (None where unfinished), all frenzy.sim.result.compare_finished reads:
+    small enough to send back from a worker process."""
+    return [{"job_id": j["job_id"], "jct_s": j["jct_s"]} for j in result.jobs]
+
+
 def seeds_arg(text: str) -> list[int]:
     """argparse type for a comma-separated list of seeds (each >= 0, as SimConfig requires)."""
     parts = text.split(",")

@@ -16,6 +16,11 @@ def test_simulate_writes_json_and_plots(trace_csv, tmp_path):
     data = json.loads(out.read_text())
     assert [p["policy"] for p in data["policies"]] == ["frenzy", "opportunistic", "fifo"]
     assert all("p99_jct_s" in p and "decision_per_job_ms" in p for p in data["policies"])
+    ours, *others = data["policies"]
+    for p in others:  # frenzy's cut against each is taken over the jobs both finished
+        assert 0 < p["jobs_both_finished"] <= min(p["finished"], ours["finished"])
+        assert -1 < p["frenzy_avg_jct_reduction"] < 1
+    assert "given up" in result.output
     for name in ("jct_cdf.png", "queue_length.png", "utilisation.png"):
         assert (plots / name).read_bytes()[:4] == b"\x89PNG"
 

@@ -22,16 +22,17 @@ def _hours(seconds: float) -> str:
 
 def comparison_table(rows: list[dict], title: str) -> Table:
     """Headline metrics per policy (everything else is in --json)."""
-    table = Table(title=title)
-    for col in ("policy", "avg JCT h", "p99 h", "wait h", "util", "useful", "OOM", "restarts", "GPU-h", "cost $",
-                "ms/job p95", "ms/round p95", "frenzy Δ JCT"):
+    table = Table(title=title, caption="frenzy Δ JCT: frenzy's average JCT against the policy's, over the jobs both "
+                                       "finished (a job given up after repeated OOMs has no JCT)")
+    for col in ("policy", "avg JCT h", "p99 h", "wait h", "util", "useful", "OOM", "given up", "restarts", "GPU-h",
+                "cost $", "ms/job p95", "ms/round p95", "frenzy Δ JCT"):
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for r in rows:
         cut = r.get("frenzy_avg_jct_reduction")
         table.add_row(
             r["policy"], _hours(r["avg_jct_s"]), _hours(r["p99_jct_s"]), _hours(r["avg_queueing_delay_s"]),
             f"{r['utilisation_allocated']:.0%}", f"{r['utilisation_useful']:.0%}", str(r["oom_restarts"]),
-            str(r["preemptions"]), f"{r['gpu_hours']:.0f}", f"{r['cost_usd']:.0f}",
+            str(r["abandoned"]), str(r["preemptions"]), f"{r['gpu_hours']:.0f}", f"{r['cost_usd']:.0f}",
             f"{r['decision_per_job_ms']['p95']:.3f}", f"{r['decision_per_round_ms']['p95']:.2f}",
             "—" if cut is None or r["policy"] == "frenzy" else f"{cut:+.0%}")
     return table

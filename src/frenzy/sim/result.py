@@ -11,9 +11,14 @@ Definitions (all times in seconds):
   GPU-hours, cost  allocated GPU-seconds / 3600, and x each type's catalog price per GPU-hour
   decision time    wall time of each `schedule` call (per round), and that over the jobs it decided
                    on (per job): the queue, plus the running jobs for round-based policies
+Two policies' JCTs are compared over the jobs both finished (`compare_finished`): a job one policy
+abandons after repeated out-of-memory failures has no JCT, and leaving it out of that policy's
+average alone would reward giving up on the longest jobs.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -96,3 +101,23 @@ class SimResult:
 
     def timeseries(self) -> dict:
         return {"t_s": self.times, "queue_len": self.queue_len, "busy_gpus": self.busy}
+
+
+@dataclass(frozen=True)
+class FinishedComparison:
+    """One policy's JCTs against another's over the jobs both finished."""
+    jobs: int  # finished by both
+    avg_cut: float  # 1 - ours / theirs, average JCT: > 0 where ours is lower
+    p99_ratio: float  # ours / theirs, p99 JCT: <= 1 where ours is no worse
+
+
+def compare_finished(ours: list[dict], theirs: list[dict]) -> FinishedComparison:
+    """Compare two runs of the same jobs (SimResult.jobs) over the jobs both finished."""
+    mine = {j["job_id"]: j["jct_s"] for j in ours if j["jct_s"] is not None}
+    other = {j["job_id"]: j["jct_s"] for j in theirs if j["jct_s"] is not None}
+    both = [i for i in mine if i in other]
+    if not both:
+        raise ValueError("the two runs finished no job in common: nothing to compare")
+    a, b = np.array([mine[i] for i in both]), np.array([other[i] for i in both])
+    return FinishedComparison(jobs=len(both), avg_cut=float(1 - a.sum() / b.sum()),
+                              p99_ratio=float(np.percentile(a, 99) / np.percentile(b, 99)))

@@ -7,7 +7,7 @@ from typing import Callable
 from frenzy.sched.registry import get_policy
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.engine import SimConfig, Simulator
-from frenzy.sim.result import SimResult
+from frenzy.sim.result import SimResult, compare_finished
 from frenzy.sim.trace import TraceJob
 
 
@@ -23,13 +23,19 @@ def simulate(cluster: ClusterSpec, jobs: list[TraceJob], policies: list[str], co
 
 
 def comparison_rows(results: list[SimResult], baseline: str = "frenzy") -> list[dict]:
-    """Each policy's headline metrics, with frenzy's average JCT relative to it."""
-    summaries = [r.summary() for r in results]
-    ours = next((s for s in summaries if s["policy"] == baseline), None)
+    """Each policy's headline metrics, with frenzy's average JCT relative to it over the jobs both
+    finished (frenzy.sim.result.compare_finished)."""
+    ours = next((r for r in results if r.policy == baseline), None)
     rows = []
-    for s in summaries:
-        row = dict(s)
-        if ours is not None and s["avg_jct_s"] > 0:
-            row["frenzy_avg_jct_reduction"] = 1 - ours["avg_jct_s"] / s["avg_jct_s"]
+    for r in results:
+        row = r.summary()
+        if ours is not None and r is not ours:
+            try:
+                versus = compare_finished(ours.jobs, r.jobs)
+            except ValueError:  # no job finished by both: nothing to compare
+                versus = None
+            if versus is not None:
+                row.update(frenzy_avg_jct_reduction=versus.avg_cut, frenzy_p99_jct_ratio=versus.p99_ratio,
+                           jobs_both_finished=versus.jobs)
         rows.append(row)
     return rows
