@@ -6,7 +6,15 @@ round for this reason). Frenzy knows each job's predicted run time, so it preemp
 trade is clearly good: the victim's predicted remaining time is at least PREEMPT_FACTOR x the
 waiting job's whole run, so the restart cost (start-up + checkpoint restore, ~90 s) stays small
 next to what the short job saves, and the victim has run at least MIN_RUN_S since it (re)started,
-so that a job is not stopped before its first steps. The factor and the cap per call were chosen
+so that a job is not stopped before its first steps. Victims are evicted, longest remaining first,
+until the waiting job's plan fits on as few nodes as it needs (then those on none of its nodes are
+spared): a plan spread over more nodes sends its data-parallel traffic over the network and runs
+slower than the run time the trade was judged on (such splits ran 1.9x slower per step on average
+over bench/sim_jct.py's runs), so a preemption that can only free split room is not made. On
+bench/sim_ablation.py's twelve runs (mean cut vs sia over the jobs both finished, with grow moves
+priced at their split, frenzy.sched.elastic), split room allowed: 31.9% over seeds 0-5, 32.2% over
+held-out seeds 6-11; unsplit only: 32.7% and 32.7% (runs >= 20%: 68 and 69 of 72, from 69 and 66;
+p99 no worse than sia's in 68 and 65, from 63 and 65). The factor and the cap per call were chosen
 on the bench/sim_jct.py slices (factor 3 / 16 jobs per call against 8 / 4 and 4 / 8); over
 bench/sim_ablation.py's twelve runs x seeds 0-5 the factor still wins (2 -> 27.4%, 2.5 -> 28.6%,
 3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). The
@@ -45,11 +53,12 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
                     latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float],
-                    exclude: set[str] = frozenset()) -> list[Decision]:
+                    exclude: set[str] = frozenset(), unsplit: bool = True) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
     `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
     bound on the job's run time over its plans) rule most jobs and plans out in O(1). Jobs in
-    `exclude` (already moved by this call) are never victims."""
+    `exclude` (already moved by this call) are never victims. With `unsplit`, victims are taken
+    until the plan fits on as few nodes as it needs, never on more (see the module's docstring)."""
     by_type = None
     horizon = (max(latest_end.values(), default=now) - now) / PREEMPT_FACTOR  # a job must be shorter
     taken: set[str] = set(exclude)
@@ -70,17 +79,20 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
             if not victims or pool.capacity.get(gpu, 0) < need:
                 continue
+            nodes = pool.fewest_nodes(gpu, need) if unsplit else len(pool.free[gpu])
             free = dict(pool.free[gpu])
-            chosen, allocation = [], None
+            chosen = []
             for victim in victims:
                 for name, gpus in victim.allocation:
                     free[name] += gpus
                 chosen.append(victim)
                 allocation = best_fit(free, need, choice.plan.tp)
-                if allocation is not None:
+                if allocation is not None and len(allocation) <= nodes:
                     break
-            if allocation is None:
-                continue
+            else:
+                continue  # evicting every candidate would not free room for the plan (on few enough nodes)
+            used = {name for name, _ in allocation}  # a victim on none of these nodes freed nothing it uses
+            chosen = [victim for victim in chosen if any(name in used for name, _ in victim.allocation)]
             for victim in chosen:
                 taken.add(victim.job_id)
                 pool.release(victim)

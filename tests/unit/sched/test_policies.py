@@ -466,6 +466,66 @@ def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 200.0)]), [], now) == []
 
 
+def _slow_network_job(job_id, steps, gpus):
+    """Qwen2.5-1.5B on A100 nodes of 4 joined by a 1 Gb/s network, with only its `gpus`-GPU plans:
+    a plan spread over two nodes spends most of each step on its gradient all-reduce."""
+    from dataclasses import replace
+    from frenzy.sched.scaleout import with_scale_out
+    gpu = replace(catalog.gpu_type(A100), gpus_per_node=4, inter_node_bandwidth_bytes_s=1.25e8)
+    spec = JobSpec(model=load_model("Qwen/Qwen2.5-1.5B"), training=TrainingConfig(precision=Precision.FP16_MIXED),
+                   seq_len=1024, global_batch=32, steps=steps)
+    plans = with_scale_out(spec, plan_job(spec, [gpu], max_gpus=8), {A100: 8}, 8)
+    return QueuedJob(job_id=job_id, spec=spec, plans=tuple(c for c in plans if c.num_gpus in gpus), submit_time_s=0.0)
+
+
+def _on(job, allocation, now, remaining_s):
+    seconds = step_seconds(job)
+    gpus = sum(n for _, n in allocation)
+    choice = min((c for c in job.plans if c.num_gpus == gpus), key=lambda c: seconds[id(c)])
+    return RunningJob(job_id=job.job_id, choice=choice, allocation=allocation, start_time_s=now - 1000.0,
+                      expected_end_s=now + remaining_s, job=job)
+
+
+def test_preemption_frees_room_on_as_few_nodes_as_the_plan_needs():
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+    now = 50_000.0
+    # a100-0: "longest" (2 GPUs) and "ending" (2, about to finish); a100-1: "long" (2) and 2 free.
+    longest = _on(_slow_network_job("longest", 10**7, {2}), (("a100-0", 2),), now, 1e7)
+    ending = _on(_slow_network_job("ending", 10**7, {2}), (("a100-0", 2),), now, 100.0)
+    long = _on(_slow_network_job("long", 10**7, {2}), (("a100-1", 2),), now, 5e6)
+    state = _a100_state([longest, ending, long])
+    short = _slow_network_job("short", 100, {4})  # needs 4 GPUs: one node
+    # Evicting the longest job alone frees 2 + 2 GPUs on two nodes. Frenzy evicts "long" instead,
+    # whose node then holds the plan whole, and spares "longest", which freed nothing it uses.
+    decisions = get_policy("frenzy").schedule(state, [short], now)
+    assert [(type(d).__name__, d.job_id) for d in decisions] == [("Preempt", "long"), ("Place", "short")]
+    assert decisions[1].allocation == (("a100-1", 4),)
+    _check(decisions, state)
+    # Split-blind, it would evict the longest job and run the plan over the 1 Gb/s network.
+    blind = HeterogeneityAwareScheduler(price_splits=False).schedule(state, [short], now)
+    assert [(type(d).__name__, d.job_id) for d in blind] == [("Preempt", "longest"), ("Place", "short")]
+    assert len(blind[1].allocation) == 2
+
+
+def test_growth_is_priced_at_the_step_time_of_a_split_placement():
+    from frenzy.perf import step_time
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+    now = 50_000.0
+    job = _slow_network_job("job", 10**7, {2, 4})
+    run = _on(job, (("a100-0", 2),), now, 1e6)
+    pins = [_on(_slow_network_job(f"pin{i}", 10**7, {2}), ((f"a100-{i}", 2),), now, 1e5) for i in range(2)]
+    state = _a100_state([run, *pins])
+    # Its 4-GPU plan would save much time on one node, but the idle GPUs hold it only over two
+    # nodes, where the 1 Gb/s all-reduce makes each step slower than its current one.
+    four = next(c for c in job.plans if c.num_gpus == 4)
+    assert step_time(job.spec, four.plan, four.gpu, nodes=1).total_s < step_time(job.spec, run.choice.plan, run.choice.gpu).total_s
+    assert step_time(job.spec, four.plan, four.gpu, nodes=2).total_s > step_time(job.spec, run.choice.plan, run.choice.gpu).total_s
+    assert get_policy("frenzy").schedule(state, [], now) == []
+    blind = HeterogeneityAwareScheduler(price_splits=False).schedule(state, [], now)
+    assert [(type(d).__name__, d.job_id) for d in blind] == [("Preempt", "job"), ("Place", "job")]
+    assert len(blind[1].allocation) == 2
+
+
 def test_frenzy_rejects_bad_settings_with_a_clear_error():
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
     with pytest.raises(ValueError, match="max_slowdown must be >= 1"):

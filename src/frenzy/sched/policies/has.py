@@ -29,10 +29,12 @@ make it time-aware:
     narrower one of its type, when it fits, and otherwise waits for it (no patience). Jobs past
     the head walk their plans by GPU-seconds (then finish time), so that no job buys a little speed
     with GPUs others wait for; a starving job (see reservation) keeps the walk and goes first;
-  - preemption: a waiting job far shorter than a running job's remaining time may evict it
-    (frenzy.sched.preemption: shortest-job-first with a restart-cost guard);
+  - preemption: a waiting job far shorter than a running job's remaining time may evict it, where
+    that frees room for its plan on as few nodes as it needs (frenzy.sched.preemption:
+    shortest-job-first with a restart-cost guard);
   - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
-    predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use
+    predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use, a move that
+    would spread a plan over more nodes than it needs priced at its step time there
     (frenzy.sched.elastic); a running job on a plan far slower than its best re-queues for the
     faster plans and moves when one fits (frenzy.sched.elastic.slow_runners).
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
@@ -97,6 +99,12 @@ class _Reservation:
     start_s: float
     gpu_type: str
     spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
+
+
+def _split_step_s(job: QueuedJob, choice: PlanChoice, nodes: int) -> float:
+    """Predicted seconds per step of `choice` spread over `nodes` nodes (its data-parallel traffic
+    crosses the inter-node network)."""
+    return step_time(job.spec, choice.plan, choice.gpu, nodes=nodes).total_s
 
 
 def _same_head(a: tuple, b: tuple) -> bool:
@@ -266,7 +274,8 @@ class HeterogeneityAwareScheduler:
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
                                lambda j, c: self._run_s(j, c, pool), latest,
-                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved)
+                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved,
+                               unsplit=self.price_splits)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
@@ -292,7 +301,8 @@ class HeterogeneityAwareScheduler:
         started = {d.job_id for d in decisions}
         lists = {id(plans): plans for job, plans, _ in still if job.job_id not in started}.values()
         wanted = {c.gpu.name for plans in lists for c in plans}
-        return decisions + grow_into_idle(pool, resizable, wanted, restart_s, self.grow_min_gain)
+        split_step_s = _split_step_s if self.price_splits else None
+        return decisions + grow_into_idle(pool, resizable, wanted, restart_s, self.grow_min_gain, split_step_s)
 
     # ---- pieces -----------------------------------------------------------------------------
 
@@ -345,8 +355,8 @@ class HeterogeneityAwareScheduler:
                 run_s = self._run_s(job, choice, pool)
                 return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
             if split is None:
-                step_s = step_time(job.spec, choice.plan, choice.gpu, nodes=len(allocation)).total_s
-                split = (rank, allocation, self.startup_estimate_s + job.spec.steps * step_s)
+                split = (rank, allocation,
+                         self.startup_estimate_s + job.spec.steps * _split_step_s(job, choice, len(allocation)))
         return split if split is not None else (len(plans), None, None)
 
     def _best_wait(self, job, faster, pool: FreePool, profile: Profile, now: float):
