@@ -166,7 +166,8 @@ def over_seeds(slices, clusters, load: float, seeds: list[int], seed0: list[dict
                          f"{p99} / {len(cuts)} |")
     return ("## JCT over seeds: frenzy vs sia\n\nThe runs of the JCT table, repeated with other seeds (the "
             "seed drives the trace-to-LLM-job mapping and the true memory peaks); cut = how much lower "
-            "frenzy's average JCT is than sia's, and p99 compared, over the jobs both finished.\n\n" + "\n".join(lines) +
+            "frenzy's average JCT is than sia's, and p99 compared, over the jobs both finished.\n\n" +
+            "\n".join(lines) +
             f"\n\n{len(tasks)} more simulations in {wall:.0f} s wall on 2 processes.")
 
 

@@ -32,10 +32,9 @@ def comparison_rows(results: list[SimResult], baseline: str = "frenzy") -> list[
         if ours is not None and r is not ours:
             try:
                 versus = compare_finished(ours.jobs, r.jobs)
-            except ValueError:  # no job finished by both: nothing to compare
-                versus = None
-            if versus is not None:
                 row.update(frenzy_avg_jct_reduction=versus.avg_cut, frenzy_p99_jct_ratio=versus.p99_ratio,
                            jobs_both_finished=versus.jobs)
+            except ValueError:
+                pass  # no job finished by both: nothing to compare
         rows.append(row)
     return rows
