@@ -174,15 +174,20 @@ def cluster(url: Url = None) -> None:
 
 
 def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PORT")] = "HEAD:6379",
-                  name: Annotated[Optional[str], typer.Option(help="node name (default: hostname)")] = None) -> None:
+                  name: Annotated[Optional[str], typer.Option(help="node name (default: hostname)")] = None,
+                  inter_node_gbit_s: Annotated[Optional[float], typer.Option(
+                      help="this node's network to other nodes in Gb/s (default: the catalog's 200)")] = None) -> None:
     """Print the `ray start` command that joins this GPU machine as a Frenzy node (from NVML)."""
     from frenzy.core.errors import FrenzyError
     from frenzy.executor.node_args import local_gpus, ray_start_command
+    from frenzy.executor.resources import network_gbit_s
 
     try:
+        if inter_node_gbit_s is not None:  # checked before NVML, so a typo is reported on any machine
+            network_gbit_s(inter_node_gbit_s, name or "this node")
         device, count, memory = local_gpus()
-        print(ray_start_command(head, device, count, memory, name))
-    except FrenzyError as exc:
+        print(ray_start_command(head, device, count, memory, name, inter_node_gbit_s))
+    except (FrenzyError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
 

@@ -183,7 +183,8 @@ class ControlLoop:
                 used[node] = used.get(node, 0) + gpus
         state = ClusterState(nodes=tuple(
             NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus,
-                      free_gpus=max(0, n.gpus - used.get(n.name, 0))) for n in nodes))
+                      free_gpus=max(0, n.gpus - used.get(n.name, 0)),
+                      inter_node_bandwidth_bytes_s=n.gpu_type.inter_node_bandwidth_bytes_s) for n in nodes))
         waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
                            submit_time_s=j.submitted_at, attempts=j.attempts, priority=j.priority) for j in waiting]

@@ -37,12 +37,17 @@ class ClusterShape:
                 continue
             name = node.gpu_type.name
             total[name] = total.get(name, 0) + node.gpus
-            widest = max(node.gpus, types[name].gpus_per_node if name in types else 0)
-            types[name] = replace(node.gpu_type, gpus_per_node=widest)
+            seen = types.get(name)
+            widest = max(node.gpus, seen.gpus_per_node if seen else 0)
+            # A plan may span any nodes of its type: it is predicted on their slowest link.
+            network = min(node.gpu_type.inter_node_bandwidth_bytes_s,
+                          seen.inter_node_bandwidth_bytes_s if seen else float("inf"))
+            types[name] = replace(node.gpu_type, gpus_per_node=widest, inter_node_bandwidth_bytes_s=network)
         return cls(types=types, total=total)
 
     def signature(self) -> tuple:
-        return tuple(sorted((n, t.memory_bytes, t.gpus_per_node, self.total[n]) for n, t in self.types.items()))
+        return tuple(sorted((n, t.memory_bytes, t.gpus_per_node, t.inter_node_bandwidth_bytes_s, self.total[n])
+                            for n, t in self.types.items()))
 
 
 def _allowed_types(request: JobRequest, shape: ClusterShape) -> list[GpuType]:

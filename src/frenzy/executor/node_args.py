@@ -46,10 +46,10 @@ def local_gpus() -> tuple[str, int, int]:
 
 
 def ray_start_command(head_address: str, device_name: str, count: int, memory_bytes: int,
-                      node_name: str | None = None) -> str:
+                      node_name: str | None = None, inter_node_gbit_s: float | None = None) -> str:
     gpu = catalog.gpu_type(device_name)
     name = node_name or socket.gethostname()
-    labels = ",".join(f"{k}={v}" for k, v in node_labels(name, gpu.name, memory_bytes).items())
+    labels = ",".join(f"{k}={v}" for k, v in node_labels(name, gpu.name, memory_bytes, inter_node_gbit_s).items())
     resources = json.dumps({gpu_resource(gpu.name): count})
     return (f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=~/.frenzy/ray_auth_token "
             f"PYTORCH_CUDA_ALLOC_CONF={CUDA_ALLOCATOR_CONF} ray start --address={head_address} "

@@ -50,7 +50,15 @@ class RayExecutor:
         stamp, cached = self._nodes
         if time.monotonic() - stamp < NODES_TTL_S:
             return cached
-        nodes = [info for n in ray.nodes() if (info := node_info(n)) is not None]
+        nodes = []
+        for entry in ray.nodes():
+            try:
+                info = node_info(entry)
+            except ValueError as exc:  # one misconfigured node must not hide the others
+                log.warning("ignoring a node until its Ray resources or labels are fixed: %s", exc)
+                continue
+            if info is not None:
+                nodes.append(info)
         self._nodes = (time.monotonic(), nodes)
         return nodes
 

@@ -42,3 +42,33 @@ def test_ray_start_command_from_nvml_name():
     cmd = ray_start_command("10.0.0.1:6379", "NVIDIA H100 80GB HBM3", 8, 85520809984, "gpu-7")
     assert "gpu_type:H100-SXM-80G" in cmd and "--num-gpus=8" in cmd and "frenzy.io/node=gpu-7" in cmd
     assert "RAY_AUTH_MODE=token" in cmd and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in cmd
+
+
+def test_a_nodes_network_label_sets_its_inter_node_bandwidth():
+    entry = {"NodeID": "abc", "Alive": True, "Resources": {"gpu_type:A100-SXM-40G": 8.0},
+             "Labels": node_labels("n1", "A100-SXM-40G", 40 * GiB, inter_node_gbit_s=25)}
+    assert node_info(entry).gpu_type.inter_node_bandwidth_bytes_s == 25e9 / 8
+    unlabelled = {**entry, "Labels": node_labels("n1", "A100-SXM-40G", 40 * GiB)}
+    assert node_info(unlabelled).gpu_type.inter_node_bandwidth_bytes_s == 200e9 / 8  # the catalog's NIC
+    for bad in ("fast", "0", "-5", "inf"):
+        broken = {**entry, "Labels": {**entry["Labels"], "frenzy.io/inter-node-gbit-s": bad}}
+        with pytest.raises(ValueError, match="node n1: inter-node network .* must be a positive number of Gb/s"):
+            node_info(broken)
+
+
+def test_ray_start_command_carries_the_network_and_checks_it():
+    from frenzy.executor.node_args import ray_start_command
+
+    cmd = ray_start_command("10.0.0.1:6379", "NVIDIA A100-SXM4-40GB", 8, 42505273344, "gpu-1", inter_node_gbit_s=100)
+    assert "frenzy.io/inter-node-gbit-s=100" in cmd
+    with pytest.raises(ValueError, match="positive number of Gb/s"):
+        ray_start_command("10.0.0.1:6379", "NVIDIA A100-SXM4-40GB", 8, 42505273344, "gpu-1", inter_node_gbit_s=-1)
+
+
+def test_ray_node_args_rejects_a_bad_network_before_looking_for_gpus():
+    from typer.testing import CliRunner
+
+    from frenzy.cli.main import app
+
+    result = CliRunner().invoke(app, ["ray-node-args", "--inter-node-gbit-s", "0"])
+    assert result.exit_code == 2 and "must be a positive number of Gb/s" in result.output
