@@ -39,7 +39,7 @@ def network_gbit_s(value, node: str) -> float:
         gbit = float(value)
     except (TypeError, ValueError):
         gbit = float("nan")
-    if not gbit > 0 or gbit == float("inf"):
+    if not 0 < gbit < float("inf"):  # also refuses NaN
         raise ValueError(f"node {node}: inter-node network '{value}' must be a positive number of Gb/s, e.g. 100 "
                          f"(label {LABEL_NETWORK})")
     return gbit
