@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
+from frenzy.sim.result import compare_finished  # noqa: E402
 from sim_common import Slice, jct_records, load_slice, require_shared, seeds_arg  # noqa: E402
 
 SLICES = [
@@ -48,8 +49,6 @@ def run_one(task) -> dict:
 
 def versus(ours: dict, theirs: dict):
     """frenzy.sim.result.compare_finished on two runs' summaries: over the jobs both finished."""
-    from frenzy.sim.result import compare_finished
-
     return compare_finished(ours["jobs_jct"], theirs["jobs_jct"])
 
 

@@ -79,4 +79,3 @@ def materialised_scores_seconds(tokens: int, heads: int, seq_len: int, layers: i
     if recomputes:
         traffic *= 1 + SCORE_FORWARD_SHARE
     return traffic / gpu.hbm_bandwidth_bytes_s
-

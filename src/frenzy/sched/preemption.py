@@ -79,6 +79,7 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
             if not victims or pool.capacity.get(gpu, 0) < need:
                 continue
+            # the most nodes the placement may span: as few as the plan needs, or (split-blind) any
             nodes = pool.fewest_nodes(gpu, need) if unsplit else len(pool.free[gpu])
             free = dict(pool.free[gpu])
             chosen = []
