@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from frenzy.core.errors import InvalidConfigError
+from frenzy.core.generic import generic_arch
 from frenzy.core.model import Linear, ModelArch, Norm, Positions, TpSplit
 
 Config = dict[str, Any]
@@ -326,14 +327,17 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
 }
 
 
-def arch_from_config(cfg: Config, name: str) -> ModelArch:
+def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArch:
+    """The ModelArch of a config: from the family's parser, or (no parser, or `profiled`) from the
+    model's module tree with activations profiled by the tracer (frenzy.core.generic)."""
+    if profiled:
+        return generic_arch(cfg, name)
     model_type = cfg.get("model_type")
     if model_type is None and "QWenLMHeadModel" in cfg.get("architectures", []):
         model_type = cfg["model_type"] = "qwen"
     if model_type not in PARSERS:
-        raise InvalidConfigError(
-            f"{name}: model_type '{model_type}' is not supported; supported types: {', '.join(sorted(PARSERS))}"
-        )
+        # No formula: the family is described by its real module tree and a traced profile.
+        return generic_arch(cfg, name)
     try:
         return PARSERS[model_type](cfg, name)
     except (TypeError, ZeroDivisionError, ValueError) as exc:
@@ -364,5 +368,5 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
     return catalog.model_config(repo_id), repo_id
 
 
-def load_model(name_or_path: str) -> ModelArch:
-    return arch_from_config(*load_config(name_or_path))
+def load_model(name_or_path: str, profiled: bool = False) -> ModelArch:
+    return arch_from_config(*load_config(name_or_path), profiled=profiled)

@@ -100,6 +100,14 @@ class ModelArch:
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)
     sliding_window: int = 0  # attention window; longer sequences need an explicit mask
+    # The profiled path (frenzy.core.generic): a family without a formula is described by its module
+    # tree, and its activations come from a traced profile stored under this key.
+    profile_key: str = ""
+    layer_other_params: int | None = None  # per layer outside the projections; None: from the fields above
+    # Layers that differ from the common one (DeepSeek's dense first layers, Llama 4's dense MLP
+    # layers): their parameters beyond `num_layers` common layers, nn.Linear projections apart.
+    irregular_linear_params: int = 0
+    irregular_other_params: int = 0
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -129,8 +137,15 @@ class ModelArch:
     def norm_params(self) -> int:
         return self.hidden_size * (2 if self.norm_bias else 1)
 
+    @property
+    def model_source(self) -> str:
+        """Where memory figures come from: the family's formulas, or a traced per-layer profile."""
+        return "profiled" if self.profile_key else "formula"
+
     def layer_extra_params(self) -> int:
         """Per-layer parameters outside the projections: norms, router, shared-expert gate."""
+        if self.layer_other_params is not None:
+            return self.layer_other_params
         extra = self.norms_per_layer * self.norm_params
         if self.qk_norm:
             extra += 2 * self.head_dim
@@ -163,7 +178,8 @@ class ModelArch:
 
     @property
     def num_params(self) -> int:
-        return self.embedding_params() + self.num_layers * self.layer_params() + self.head_params()
+        return (self.embedding_params() + self.num_layers * self.layer_params() + self.head_params()
+                + self.irregular_linear_params + self.irregular_other_params)
 
     @property
     def active_params_per_token(self) -> int:

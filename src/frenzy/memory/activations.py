@@ -28,6 +28,7 @@ from functools import lru_cache
 from frenzy.core.model import ModelArch, Norm
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
+from frenzy.memory.profiled import activation_profile
 
 # MLP activations that transformers composes from Python ops (transformers.activations), each of
 # which keeps its own inputs for backward.
@@ -316,6 +317,9 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
 
 
 def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    """What one layer keeps without recomputation (a profiled family: its widest layer kind)."""
+    if arch.profile_key:
+        return round(activation_profile(arch, training, seq).widest_layer(seq))
     return _layer_bytes(arch, training, plan.tp, plan.sequence_parallel, plan.recompute, seq)
 
 
@@ -348,7 +352,12 @@ def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: 
 
 
 def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
-    """What each layer keeps between its forward and backward under the plan's recomputation."""
+    """What each layer keeps between its forward and backward under the plan's recomputation (a
+    profiled family: the mean over its layer kinds; selective recomputation is not profiled and
+    counts as none, which over-states eager attention's scores)."""
+    if arch.profile_key:
+        profile = activation_profile(arch, training, seq)
+        return round(profile.mean_checkpoint() if plan.recompute is Recompute.FULL else profile.mean_layer(seq))
     if plan.recompute is Recompute.FULL:
         return checkpoint_bytes_per_token(arch, training, plan)
     return layer_bytes_per_token(arch, training, plan, seq)
@@ -363,15 +372,23 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
 
 
-def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool) -> int:
+def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,
+                                   seq: int = 0, recompute: Recompute = Recompute.NONE) -> int:
     """Saved tensors outside the decoder layers: on the first stage the token ids and labels
     (int64, with the shifted copy) and an embedding dropout mask; on the last stage the final
-    norm and the LM head's input (its own 16-bit cast under autocast) when the head trains."""
+    norm and the LM head's input (its own 16-bit cast under autocast) when the head trains.
+    A profiled family's are measured; the first stage's share is the ids' (formula)."""
+    if arch.profile_key:
+        ids = _first_stage_bytes_per_token(arch)
+        profile = activation_profile(arch, training, seq)
+        measured = round(profile.outside_checkpointed_per_token if recompute is Recompute.FULL
+                         else profile.outside_per_token)
+        return (ids if first else 0) + (measured - ids if last else 0)
     total = 0
     cast = 2 if training.precision.is_mixed else training.precision.compute_bytes
     trains = training.method is Method.FULL
     if first:
-        total += 8 * 3 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
+        total += _first_stage_bytes_per_token(arch)
         if arch.embed_proj_dim and trains:  # OPT-350m's project_in keeps the narrow embedding
             total += cast * arch.embed_proj_dim
     if last:
@@ -383,11 +400,19 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
     return total
 
 
+def _first_stage_bytes_per_token(arch: ModelArch) -> int:
+    """Token ids and labels (int64, with the shifted copy) and an embedding dropout mask."""
+    return 8 * 3 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
+
+
 def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
                                         seq: int) -> int:
     """With a frozen base (LoRA) the first layer's input does not require grad, so what only that
     input feeds keeps nothing: the first norm, and in parallel-residual layers the whole MLP branch
-    unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)"""
+    unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)
+    A profiled family's first layer is measured against the other layers of its kind."""
+    if arch.profile_key and plan.recompute is Recompute.NONE:
+        return -round(activation_profile(arch, training, seq).first_layer_delta.at(seq))
     if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
         return 0
     unsaved = norm_saved(arch, training)

@@ -99,7 +99,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
     per_layer = act.stored_bytes_per_token_per_layer(arch, training, plan, job.seq_len) * tokens
-    outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last)
+    outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last, job.seq_len,
+                                                plan.recompute)
     if stage == 0:
         outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
     one_batch = layers * per_layer + outside * tokens

@@ -62,8 +62,10 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     layers = layers_on_stage(arch, pp, stage)
     first, last = stage == 0, stage == pp - 1
     copies = {lin.name: (arch.num_experts if lin.per_expert else 1) for lin in arch.linears}
-    linear = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears) * layers
-    other = arch.layer_extra_params() * layers
+    # Layers unlike the common one (profiled families) are spread evenly over the stages.
+    irregular_linear = arch.irregular_linear_params * layers // arch.num_layers // tp
+    linear = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears) * layers + irregular_linear
+    other = arch.layer_extra_params() * layers + arch.irregular_other_params * layers // arch.num_layers // tp
     if first:
         other += arch.embedding_params() // tp
     if last:
@@ -72,7 +74,7 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
     head = head_matmul_params(arch, tp)
     # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast.
-    dense = sum(lin.sharded_params(tp) for lin in arch.linears if not lin.per_expert) * layers
+    dense = sum(lin.sharded_params(tp) for lin in arch.linears if not lin.per_expert) * layers + irregular_linear
     matmul = dense + (head if last else 0)
     buffers = arch.buffer_bytes_per_layer * layers
     if training.method is Method.FULL:

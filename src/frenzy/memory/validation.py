@@ -38,6 +38,7 @@ class Case:
     seq_len: int
     layers: int | None = None  # shrink the catalog config to this many layers (fast cases)
     overrides: tuple[tuple[str, object], ...] = ()  # further config changes, e.g. a small MoE
+    profiled: bool = False  # predict through the profiled path (frenzy.core.generic) even with a formula
 
     @property
     def label(self) -> str:
@@ -45,14 +46,16 @@ class Case:
         shrunk = f"[{self.layers}L]" if self.layers else ""
         extra = "".join(f" {k}={v}" for k, v in self.overrides)
         method = t.method.value + (f"-r{t.lora_rank}" if t.method.value != "full" else "")
-        return (f"{self.model}{shrunk}{extra} {t.precision.value} {method} {t.attention.value} "
+        return (f"{Path(self.model).stem if self.model.endswith('.json') else self.model}{shrunk}{extra} "
+                f"{t.precision.value} {method} {t.attention.value} "
                 f"{p.recompute.name.lower()} mb{p.micro_batch} s{self.seq_len} tp{p.tp}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
         if not self.layers and not self.overrides:
             return self.model
-        cfg = dict(catalog.model_config(self.model))
+        is_file = self.model.endswith(".json")
+        cfg = json.loads(Path(self.model).read_text()) if is_file else dict(catalog.model_config(self.model))
         for key in ("num_hidden_layers", "n_layer", "num_layers"):
             if key in cfg and self.layers:
                 cfg[key] = self.layers
@@ -97,7 +100,7 @@ def compare(case: Case) -> Comparison:
 
     with tempfile.TemporaryDirectory() as folder:
         model = case.config_path(Path(folder))
-        arch = load_model(model)
+        arch = load_model(model, profiled=case.profiled)
         job = JobSpec(model=arch, training=case.training, seq_len=case.seq_len,
                       global_batch=case.plan.global_batch)
         formula = estimate(job, case.plan)

@@ -19,8 +19,9 @@ from contextlib import ExitStack
 import torch
 from torch import nn
 
+from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
-from frenzy.memory.trace.patches import setattr_during
+from frenzy.memory.trace.patches import decoder_layers, setattr_during
 
 # Normalised projection names -> module-name suffixes peft matches ("a.b" matches "...a.b").
 _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
@@ -74,6 +75,17 @@ def lora_target_modules(kind: str, targets: frozenset[str]) -> list[str]:
     names = sorted({name for target in targets for name in table.get(target, [])})
     if not names:
         raise ValueError(f"LoRA targets {sorted(targets)} select no module of a {kind} model")
+    return names
+
+
+def generic_lora_modules(model: nn.Module, targets: frozenset[str]) -> list[str]:
+    """Module-name suffixes of a family without a LORA_MODULES entry: the decoder layers' projections
+    whose names answer to `targets` (frenzy.core.generic.lora_target_of)."""
+    names = sorted({name.rsplit(".", 1)[-1] for name, module in decoder_layers(model).named_modules()
+                    if isinstance(module, nn.Linear)
+                    and set(lora_target_of(name.rsplit(".", 1)[-1]).split(",")) & targets})
+    if not names:
+        raise ValueError(f"LoRA targets {sorted(targets)} select no projection of this model; use all-linear")
     return names
 
 
@@ -142,11 +154,15 @@ def hf_config(cfg: dict):
     return AutoConfig.for_model(model_type(cfg), **kwargs)
 
 
-def build_model(cfg: dict, training: TrainingConfig) -> tuple[nn.Module, list[str]]:
-    """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode; and notes."""
+def build_model(cfg: dict, training: TrainingConfig,
+                keep_layers: list[int] | None = None) -> tuple[nn.Module, list[str]]:
+    """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode; and notes.
+    `keep_layers`: build only these decoder layers (a reduced-depth copy, in model order)."""
     from transformers import AutoModelForCausalLM
 
     notes = []
+    if keep_layers:
+        cfg = _truncated(cfg, max(keep_layers) + 1)
     config = hf_config(cfg)
     implementation = attn_implementation(training.attention)
     if implementation == "sdpa" and not _supports_sdpa(config):
@@ -155,10 +171,40 @@ def build_model(cfg: dict, training: TrainingConfig) -> tuple[nn.Module, list[st
         notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
     config._attn_implementation = implementation
     model = AutoModelForCausalLM.from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
+    if keep_layers:
+        _keep_only(model, keep_layers)
     if training.method is not Method.FULL:
         model = _apply_lora(model, cfg, training)
     model.train()
     return model, notes
+
+
+def _truncated(cfg: dict, layers: int) -> dict:
+    """The config of the model's first `layers` layers (per-layer lists cut to match): every layer
+    keeps the kind the full model gives it, since kinds follow the layer index."""
+    out = dict(cfg)
+    for key in per_layer_keys(cfg):
+        out[key] = cfg[key][:layers]
+    for key in LAYER_COUNT_KEYS:
+        if key in cfg:
+            out[key] = layers
+    return out
+
+
+def _keep_only(model: nn.Module, keep: list[int]) -> None:
+    """Drop every decoder layer but `keep`; the model's per-layer config entries follow (HF forwards
+    index `config.layer_types[i]` by position)."""
+    layers = decoder_layers(model)
+    parent, attribute = next((m, name) for m in model.modules() for name, child in m.named_children()
+                             if child is layers)
+    setattr(parent, attribute, nn.ModuleList([layers[i] for i in keep]))
+    config = model.config
+    per_layer = {k: v for k, v in config.to_dict().items() if isinstance(v, list) and len(v) == len(layers)}
+    for key, values in per_layer.items():
+        setattr(config, key, [values[i] for i in keep])
+    for key in LAYER_COUNT_KEYS:
+        if hasattr(config, key) and getattr(config, key) == len(layers):
+            setattr(config, key, len(keep))
 
 
 def _supports_sdpa(config) -> bool:
@@ -174,6 +220,14 @@ def _replace_module(self, parent, child_name, new_module, child) -> None:
     setattr(parent, child_name, new_module)  # peft's version then moves it to the device: not needed
 
 
+def _peft_v5_conversion():
+    try:
+        from peft.utils import transformers_weight_conversion
+    except ImportError:  # a peft without transformers-5 conversions
+        return None
+    return transformers_weight_conversion
+
+
 def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Module:
     from peft import LoraConfig, get_peft_model
     from peft.tuners.lora.model import LoraModel
@@ -181,7 +235,11 @@ def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Mod
 
     from frenzy.memory.trace.qlora import quantize_base_layers
 
-    modules = lora_target_modules(model_type(cfg), training.trainable_targets)
+    kind = model_type(cfg)
+    if kind in LORA_MODULES:
+        modules = lora_target_modules(kind, training.trainable_targets)
+    else:
+        modules = generic_lora_modules(model, training.trainable_targets)
     config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM",
                         fan_in_fan_out=model_type(cfg) == "gpt2")  # GPT-2's Conv1D stores weights in x out
     # peft moves each adapter to its base layer's device and dtype with Module.to(), which swaps
@@ -191,6 +249,12 @@ def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Mod
         stack.enter_context(setattr_during(BaseTunerLayer, "_move_adapter_to_device_of_base_layer",
                                            lambda self, *args, **kwargs: None))
         stack.enter_context(setattr_during(LoraModel, "_replace_module", _replace_module))
+        # peft re-targets v4-era names (down_proj ...) at transformers 5's fused expert tensors; Frenzy
+        # adapts nn.Linear projections only (what MARP counts), so that conversion is left out
+        conversion = _peft_v5_conversion()
+        if conversion is not None:
+            stack.enter_context(setattr_during(conversion, "convert_peft_config_for_transformers",
+                                               lambda *args, **kwargs: None))
         model = get_peft_model(model, config, autocast_adapter_dtype=False)
     adapter_dtype = param_dtype(training.precision)
     for param in model.parameters():

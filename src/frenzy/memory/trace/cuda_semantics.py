@@ -179,8 +179,29 @@ class CudaSemantics(TorchFunctionMode):
             with sdpa_kernel(SDPBackend.MATH):
                 return func(**bound)
         bound["dropout_p"] = 0.0  # fused CUDA kernels drop out in-kernel: no mask is stored
+        if bound["value"].shape[-1] != q.shape[-1]:
+            # v narrower than q and k (DeepSeek's MLA): CUDA's memory-efficient kernel takes it, the
+            # CPU fused kernel does not; stand in with what the fused kernel keeps
+            return _FusedAttentionStandIn.apply(bound["query"], bound["key"], bound["value"])
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the CPU fused kernel (output + logsumexp)
             return func(**bound)
+
+
+class _FusedAttentionStandIn(torch.autograd.Function):
+    """A fused attention kernel's memory without its arithmetic (fake tensors have no values): the
+    output, an fp32 logsumexp per query row, and q, k, v and both kept for backward."""
+
+    @staticmethod
+    def forward(ctx, query, key, value):
+        out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+        logsumexp = query.new_empty(query.shape[:-1], dtype=torch.float32)
+        ctx.save_for_backward(query, key, value, out, logsumexp)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        query, key, value, _, _ = ctx.saved_tensors
+        return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
 def _sdpa_arguments(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

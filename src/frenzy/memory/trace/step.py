@@ -54,14 +54,18 @@ def install_hooks(recorder: AllocationRecorder, layers: nn.ModuleList, params: l
     middle = layers[len(layers) // 2]
     regions: list = []
 
+    index = {id(layer): i for i, layer in enumerate(layers)}
+
     def pre(module, args):
         region = forward_region(recorder)
         region.__enter__()
         regions.append(region)
+        _mark_layer(recorder, f"{LAYER_PRE}.{index[id(module)]}", f"{LAYER_POST}.{index[id(module)]}")
         if module is middle and _first_forward_of_measured_step(recorder):
             recorder.mark_event(LAYER_PRE)
 
     def post(module, args, output):
+        _mark_layer(recorder, f"{LAYER_POST}.{index[id(module)]}", f"{LAYER_POST}.{index[id(module)]}")
         if module is middle and _first_forward_of_measured_step(recorder):
             recorder.mark_event(LAYER_POST)
         regions.pop().__exit__(None, None, None)
@@ -73,6 +77,14 @@ def install_hooks(recorder: AllocationRecorder, layers: nn.ModuleList, params: l
     for p in params:
         handles.append(p.register_post_accumulate_grad_hook(lambda p: recorder.mark(p.grad, GRADIENTS)))
     return handles
+
+
+def _mark_layer(recorder: AllocationRecorder, name: str, done: str) -> None:
+    """Mark layer i's edges in the first forward of the measured step (`layer_pre.i`, `layer_post.i`):
+    the activations a layer keeps are the growth between them (frenzy.memory.trace.profile)."""
+    if (recorder.step == MEASURED_STEP and recorder.phase is Phase.FORWARD and recorder.recompute_depth == 0
+            and done not in recorder.log.marks):
+        recorder.mark_event(name)
 
 
 def _first_forward_of_measured_step(recorder: AllocationRecorder) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from frenzy.core.generic import text_config
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
@@ -65,11 +66,13 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
 
 
 def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
-                 keep_origins: bool = False) -> Recording:
-    """Build and run the model on fake tensors; the allocation log of both steps."""
+                 keep_origins: bool = False, keep_layers: list[int] | None = None) -> Recording:
+    """Build and run the model on fake tensors; the allocation log of both steps. `keep_layers`
+    runs a reduced-depth copy holding only those decoder layers."""
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
+    cfg = text_config(cfg)
     build.check_sequence(cfg, seq_len)
     cfg = build.shard_config(cfg, plan.tp)
     notes = list(_plan_notes(training, plan))
@@ -77,7 +80,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         stack.enter_context(FakeTensorMode())
         stack.enter_context(patches.gpu_decisions())
         semantics = stack.enter_context(CudaSemantics())
-        net, build_notes = build.build_model(cfg, training)
+        net, build_notes = build.build_model(cfg, training, keep_layers)
         notes += build_notes
         layers = patches.decoder_layers(net)
         vocab = net.get_output_embeddings().weight.shape[0]

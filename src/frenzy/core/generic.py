@@ -1,0 +1,212 @@
+"""Any causal LM transformers can build, planned without a formula of its own: the profiled path.
+
+A family with a parser in `hf_config` is described by formulas. Any other model_type is described
+by its real module tree: `frenzy.memory.trace.structure` builds the model on the meta device once
+and this module turns what it found into a `ModelArch` whose parameter counts are exact (so
+weights, gradients and optimizer state are too), with `profile_key` set so that activations come
+from a per-layer profile the tracer measures (`frenzy.memory.profiled`).
+
+Both the structure and the profiles are cached on disk, keyed by the config's digest and the
+installed transformers version, under $FRENZY_CACHE_DIR (default ~/.cache/frenzy). Only a cache
+miss needs PyTorch and transformers (the `trace` extra); later calls are pure Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+
+from frenzy.core.errors import InvalidConfigError
+from frenzy.core.model import Linear, ModelArch, Norm, TpSplit
+
+LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+
+# Leaf names of projections -> the normalised LoRA targets they answer to (q, k, v, o, gate, up,
+# down). A name not listed is a projection no named target reaches (a router, a shared-expert gate).
+_TARGETS = {
+    "q": ("q_proj", "q_a_proj", "q_b_proj", "query", "wq"),
+    "k": ("k_proj", "key", "wk"),
+    "v": ("v_proj", "value", "wv"),
+    "q,k,v": ("qkv_proj", "query_key_value", "c_attn", "wqkv", "w_pack"),
+    "k,v": ("kv_proj", "kv_a_proj_with_mqa", "kv_b_proj"),
+    "o": ("o_proj", "out_proj", "wo", "dense"),
+    "gate": ("gate_proj", "w1"),
+    "up": ("up_proj", "w3", "c_fc", "fc1", "fc_in", "dense_h_to_4h"),
+    "gate,up": ("gate_up_proj",),
+    "down": ("down_proj", "w2", "fc2", "fc_out", "dense_4h_to_h", "c_proj"),
+}
+_TARGET_OF = {leaf: targets for targets, leaves in _TARGETS.items() for leaf in leaves}
+
+
+def lora_target_of(leaf: str) -> str:
+    """The LoRA targets a projection named `leaf` answers to, comma-joined ('' for none)."""
+    return _TARGET_OF.get(leaf.lower(), "")
+
+
+def text_config(cfg: dict) -> dict:
+    """The language model's config: a multimodal config's `text_config` (Gemma 3, Llama 4), whose
+    model_type defaults to '<type>_text' as transformers names it; otherwise the config itself."""
+    text = cfg.get("text_config")
+    if not isinstance(text, dict):
+        return cfg
+    out = dict(text)
+    out.setdefault("model_type", f"{cfg.get('model_type')}_text")
+    for key in ("tie_word_embeddings", "_name_or_path"):
+        if key in cfg and key not in out:
+            out[key] = cfg[key]
+    return out
+
+
+def num_layers(cfg: dict) -> int:
+    for key in LAYER_COUNT_KEYS:
+        if isinstance(cfg.get(key), int):
+            return cfg[key]
+    raise InvalidConfigError(f"config.json of model_type {cfg.get('model_type')} names no layer count "
+                             f"({' / '.join(LAYER_COUNT_KEYS)}); add it")
+
+
+def per_layer_keys(cfg: dict) -> list[str]:
+    """Config keys that hold one entry per decoder layer (layer_types, no_rope_layers ...)."""
+    layers = num_layers(cfg)
+    return sorted(k for k, v in cfg.items() if isinstance(v, list) and len(v) == layers and layers > 1)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("FRENZY_CACHE_DIR") or Path.home() / ".cache" / "frenzy")
+
+
+def config_digest(cfg: dict) -> str:
+    """Key of a model's cached structure and profiles: its architecture config and transformers' version."""
+    kept = {k: v for k, v in cfg.items() if not k.startswith("_") and k not in ("transformers_version",)}
+    try:
+        version = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        version = "none"
+    text = json.dumps(kept, sort_keys=True, default=str) + version
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def model_folder(digest: str) -> Path:
+    return cache_dir() / "models" / digest
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # absent or torn (a writer died): measured again
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically, so a concurrent reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def structure_of(cfg: dict) -> tuple[dict, str]:
+    """(the model's structure, its digest), from the cache or measured on the meta device."""
+    cfg = text_config(cfg)
+    digest = config_digest(cfg)
+    folder = model_folder(digest)
+    structure = read_json(folder / "structure.json")
+    if structure is None:
+        structure = _describe(cfg)
+        write_json(folder / "config.json", cfg)
+        write_json(folder / "structure.json", structure)
+    return structure, digest
+
+
+def _describe(cfg: dict) -> dict:
+    try:
+        from frenzy.memory.trace.structure import describe
+    except ImportError as exc:
+        raise InvalidConfigError(
+            f"model_type '{cfg.get('model_type')}' has no formula in Frenzy; profiling it once needs PyTorch and "
+            f"transformers ({exc.name} is missing): pip install 'frenzy[trace]'") from None
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    kind = cfg.get("model_type")
+    if kind not in CONFIG_MAPPING or kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal "
+                                 "LM the installed transformers can build; pass a Hugging Face causal LM config")
+    try:
+        return describe(cfg)
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError) as exc:
+        raise InvalidConfigError(f"transformers cannot build model_type '{kind}' from this config ({exc}); "
+                                 "check its sizes") from exc
+
+
+def generic_arch(cfg: dict, name: str) -> ModelArch:
+    """A ModelArch for a family without a parser, from its real module tree (see module docstring)."""
+    structure, digest = structure_of(cfg)
+    return arch_from_structure(structure, text_config(cfg), name, digest)
+
+
+def _projection(part: dict) -> Linear:
+    target = part["target"]
+    return Linear(name=part["name"], in_features=part["in"], out_features=part["out"], bias=part["bias"],
+                  split=TpSplit.COLUMN, targets=frozenset(target.split(",") if target else {part["name"]}))
+
+
+def _kind_params(kind: dict) -> tuple[int, int]:
+    """(nn.Linear parameters, everything else incl. fused experts) of one layer kind."""
+    linear = sum(p["in"] * p["out"] + (p["out"] if p["bias"] else 0) for p in kind["linears"])
+    experts = sum(p["experts"] * p["in"] * p["out"] for p in kind["experts"])
+    return linear, experts + kind["other_params"]
+
+
+def _first(cfg: dict, *keys, default=0):
+    return next((cfg[k] for k in keys if isinstance(cfg.get(k), (int, float)) and cfg[k]), default)
+
+
+def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> ModelArch:
+    counts = Counter(structure["layer_kinds"])
+    common_index = counts.most_common(1)[0][0]
+    common = structure["kinds"][common_index]
+    linears = [_projection(p) for p in common["linears"]]
+    expert_counts = {p["experts"] for p in common["experts"]}
+    linears += [Linear(name=p["name"], in_features=p["in"], out_features=p["out"], bias=False,
+                       split=TpSplit.COLUMN, targets=frozenset({p["name"]}), per_expert=True)
+                for p in common["experts"]]
+    common_linear, common_other = _kind_params(common)
+    irregular_linear = irregular_other = 0
+    for kind, n in counts.items():
+        linear, other = _kind_params(structure["kinds"][kind])
+        irregular_linear += n * (linear - common_linear)
+        irregular_other += n * (other - common_other)
+    hidden = structure["hidden_size"]
+    norm = Norm.LAYER if structure["norm"] == "layernorm" else Norm.RMS
+    norm_bias = norm is Norm.LAYER and structure["outside_other_params"] >= 2 * hidden
+    final_norm = structure["outside_other_params"] >= hidden
+    final_norm_params = (2 if norm_bias else 1) * hidden if final_norm else 0
+    heads = int(_first(cfg, "num_attention_heads", "n_head", "num_heads", default=1))
+    kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
+    gated = any("gate" in lin.targets for lin in linears) or bool(expert_counts)
+    return ModelArch(
+        name=name, family=structure["model_type"], vocab_size=structure["vocab_size"], hidden_size=hidden,
+        num_layers=len(structure["layer_kinds"]), num_heads=heads,
+        num_kv_heads=kv_heads if heads % max(kv_heads, 1) == 0 else heads,
+        head_dim=int(_first(cfg, "head_dim", default=hidden // heads)),
+        intermediate_size=int(_first(cfg, "moe_intermediate_size", "intermediate_size", "ffn_dim", default=4 * hidden)),
+        max_position_embeddings=int(_first(cfg, "max_position_embeddings", "n_positions", "seq_length",
+                                           default=2048)),
+        linears=tuple(linears), norm=norm, norm_bias=norm_bias, mlp_gated=gated,
+        activation=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
+        tie_word_embeddings=structure["tied"], lm_head_bias=structure["head_bias"], final_norm=final_norm,
+        num_experts=max(expert_counts) if expert_counts else 0,
+        experts_per_token=int(_first(cfg, "num_experts_per_tok", "moe_topk", "top_k", "experts_per_token",
+                                     default=1)) if expert_counts else 0,
+        logit_softcap=float(cfg.get("final_logit_softcapping") or 0.0),
+        sliding_window=int(cfg.get("sliding_window") or 0),
+        profile_key=digest, layer_other_params=common_other - sum(
+            p["experts"] * p["in"] * p["out"] for p in common["experts"]),
+        irregular_linear_params=irregular_linear,
+        irregular_other_params=irregular_other + structure["outside_other_params"] - final_norm_params,
+    )

@@ -1,0 +1,75 @@
+"""Measure the activation profile of a family without a formula (see frenzy.memory.profiled).
+
+Four traces of a reduced-depth copy (two layers of every kind): (mb 1, s1), (mb 2, s1) and
+(mb 1, s2) without recomputation, and (mb 1, s1) under full recomputation. Layer i keeps what its
+forward adds between the marks `layer_pre.i` and `layer_post.i` of the measured step's first
+forward; what the forward keeps outside the layers is the rest of what is alive when backward
+starts. A kind's bytes are read from its last kept layer (not the first layer of the model, whose
+input may not require grad); the first layer's difference is kept separately.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Recompute, TrainingConfig
+from frenzy.memory.trace.replay import replay
+from frenzy.memory.trace.step import LAYER_POST, LAYER_PRE, MEASURED_STEP
+from frenzy.memory.trace.structure import reduced_layers
+from frenzy.memory.trace.tracer import record_steps
+
+ACTIVATIONS = "activations"
+
+
+def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_batch: int, seq: int,
+            recompute: Recompute) -> tuple[list[int], int]:
+    """(bytes each kept layer keeps, bytes kept outside the layers) for one traced step."""
+    plan = ParallelPlan(micro_batch=micro_batch, recompute=recompute)
+    log = record_steps(config_path, training, plan, seq, keep_layers=keep).log
+    marks = replay(log, MEASURED_STEP).at_marks
+    layers = [marks[f"{LAYER_POST}.{i}"][ACTIVATIONS] - marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS]
+              for i in range(len(keep))]
+    step = f"step{MEASURED_STEP}"
+    total = marks[f"{step}.backward"][ACTIVATIONS] - marks[f"{step}.forward"][ACTIVATIONS]
+    return layers, total - sum(layers)
+
+
+def _terms(b11: float, b21: float, b12: float, s1: int, s2: int) -> dict:
+    """a and q of B(mb, s) = C + mb * s * (a + q * s) from B(1, s1), B(2, s1), B(1, s2)."""
+    per_token_1 = (b21 - b11) / s1
+    constant = b11 - (b21 - b11)
+    per_token_2 = (b12 - constant) / s2
+    q = (per_token_2 - per_token_1) / (s2 - s1)
+    return {"per_token": per_token_1 - q * s1, "per_token_per_seq": q}
+
+
+def measure(config_path: str, training: TrainingConfig, s1: int, s2: int) -> dict:
+    """The profile of the model whose cached config is `config_path` (its structure.json beside it)."""
+    structure = json.loads((Path(config_path).parent / "structure.json").read_text())
+    kinds = structure["layer_kinds"]
+    keep = reduced_layers(kinds)
+    kept_kinds = [kinds[i] for i in keep]
+    # the last kept layer of each kind speaks for the kind
+    speaker = {kind: position for position, kind in enumerate(kept_kinds)}
+    points = {(mb, s): _growth(config_path, training, keep, mb, s, Recompute.NONE)
+              for mb, s in ((1, s1), (2, s1), (1, s2))}
+    checkpoint, checkpoint_rest = _growth(config_path, training, keep, 1, s1, Recompute.FULL)
+
+    def fit(read) -> dict:
+        return _terms(*(read(*points[p]) for p in ((1, s1), (2, s1), (1, s2))), s1, s2)
+
+    counts = Counter(kinds)
+    first = kept_kinds[0]
+    outside = fit(lambda layers, rest: rest)
+    return {
+        "kinds": [fit(lambda layers, rest, k=k: layers[speaker[k]]) for k in range(len(counts))],
+        "checkpoint_per_token": [checkpoint[speaker[k]] / s1 for k in range(len(counts))],
+        "layer_counts": [counts[k] for k in range(len(counts))],
+        "first_layer_delta": fit(lambda layers, rest: layers[0] - layers[speaker[first]]),
+        "outside_per_token": outside["per_token"] + outside["per_token_per_seq"] * s1,
+        "outside_checkpointed_per_token": checkpoint_rest / s1,
+        "sampled": {"layers": keep, "s1": s1, "s2": s2},
+    }

@@ -1,0 +1,109 @@
+"""The module tree of any causal LM transformers can build, read from the model on the meta device.
+
+`describe(cfg)` builds the model from its config without memory (meta tensors) and returns, as
+plain JSON, what exact weight, gradient and optimizer-state accounting needs: the embedding and
+LM head (tied or not), the final norm, and for every decoder layer its kind and its parameters
+split into projections (`nn.Linear`: fan-in, fan-out, bias, the LoRA target their name answers
+to), fused 3-D expert tensors (one slice per expert) and the rest (norms, routers, biases).
+
+Layers are grouped into kinds by their parameter shapes plus the per-layer entries of the config
+(`layer_types`, `no_rope_layers` ...): DeepSeek's first dense layers and its MoE layers, Llama 4's
+interleaved dense and MoE layers, Gemma 3's sliding and global layers are different kinds.
+`reduced_layers` picks the few layers a profile needs to see every kind (two of each).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch import nn
+
+from frenzy.core.generic import lora_target_of, per_layer_keys, text_config
+from frenzy.memory.trace.build import hf_config
+from frenzy.memory.trace.patches import decoder_layers
+
+
+def build_meta(cfg: dict) -> nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(hf_config(cfg))
+
+
+def _layer_parts(layer: nn.Module) -> dict:
+    linears, experts, other = [], [], 0
+    in_linear = set()
+    for name, module in layer.named_modules():
+        if isinstance(module, nn.Linear):
+            linears.append({"name": name, "in": module.in_features, "out": module.out_features,
+                            "bias": module.bias is not None, "target": lora_target_of(name.rsplit(".", 1)[-1])})
+            in_linear.update(id(p) for p in module.parameters(recurse=False))
+    for name, param in layer.named_parameters():
+        if id(param) in in_linear:
+            continue
+        if param.dim() == 3:  # fused experts (E, out, in): one projection slice per expert
+            experts.append({"name": name, "experts": param.shape[0], "in": param.shape[2], "out": param.shape[1]})
+        else:
+            other += param.numel()
+    return {"linears": linears, "experts": experts, "other_params": other}
+
+
+def _signature(parts: dict, cfg: dict, index: int) -> str:
+    shapes = [(p["name"], p["in"], p["out"], p["bias"]) for p in parts["linears"]]
+    shapes += [(p["name"], p["experts"], p["in"], p["out"]) for p in parts["experts"]]
+    per_layer = [(key, cfg[key][index]) for key in per_layer_keys(cfg)]
+    return repr((shapes, parts["other_params"], per_layer))
+
+
+def describe(cfg: dict) -> dict:
+    """JSON structure of the causal LM built from `cfg` (its text sub-config for multimodal ones)."""
+    cfg = text_config(cfg)
+    model = build_meta(cfg)
+    layers = decoder_layers(model)
+    embedding = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight is embedding
+    kinds: dict[str, int] = {}
+    layer_kinds, layer_parts = [], []
+    for index, layer in enumerate(layers):
+        parts = _layer_parts(layer)
+        kind = kinds.setdefault(_signature(parts, cfg, index), len(kinds))
+        layer_kinds.append(kind)
+        if kind == len(layer_parts):
+            layer_parts.append(parts)
+    in_layers = {id(p) for p in layers.parameters()}
+    outside = [p for p in model.parameters() if id(p) not in in_layers]
+    head_params = 0 if tied or head is None else sum(p.numel() for p in head.parameters())
+    return {
+        "model_type": cfg["model_type"],
+        "vocab_size": embedding.shape[0],
+        "hidden_size": embedding.shape[1],
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "embedding_params": embedding.numel(),
+        "head_params": head_params,
+        "head_bias": bool(head is not None and getattr(head, "bias", None) is not None),
+        "tied": tied,
+        "outside_other_params": sum(p.numel() for p in outside) - embedding.numel() - head_params,
+        "layer_kinds": layer_kinds,
+        "kinds": layer_parts,
+        "norm": _norm_kind(model),
+    }
+
+
+def _norm_kind(model: nn.Module) -> str:
+    """'layernorm' when the model normalises with nn.LayerNorm-like modules (mean and bias), else 'rmsnorm'."""
+    names = Counter(type(m).__name__ for m in model.modules() if "norm" in type(m).__name__.lower())
+    layer = sum(n for name, n in names.items() if "layernorm" in name.lower() and "rms" not in name.lower())
+    return "layernorm" if layer > sum(names.values()) - layer else "rmsnorm"
+
+
+def reduced_layers(layer_kinds: list[int], per_kind: int = 2) -> list[int]:
+    """Indices of the first `per_kind` layers of every kind, in model order."""
+    seen: Counter = Counter()
+    keep = []
+    for index, kind in enumerate(layer_kinds):
+        if seen[kind] < per_kind:
+            keep.append(index)
+            seen[kind] += 1
+    return keep
