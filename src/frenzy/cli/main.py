@@ -85,7 +85,8 @@ def memory(
     result = results["trace"] if trace and not compare else results["MARP"]
     fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
     if as_json:
-        out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json()}
+        out = {"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
+               "plan": plan.describe(), **result.to_json()}
         if compare:
             out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
@@ -93,6 +94,8 @@ def memory(
         print(json.dumps(out, indent=2))
         return
     console.print(arch.summary())
+    if arch.profile_key:
+        console.print(f"{arch.family}: no formula; activations from a per-layer profile traced once and cached")
     shown = results if compare else {"trace" if trace else "MARP": result}
     console.print(memory_table(f"Peak memory per GPU — {plan.describe()}, seq {seq}", shown))
     if trace or compare:
@@ -133,7 +136,7 @@ def plan(
     as_json: Json = False,
 ) -> None:
     """Rank the plans that fit, per GPU type: GPU count, dp x tp x pp, ZeRO, micro-batch, recomputation."""
-    from frenzy.memory.plans import plan_job
+    from frenzy.memory.plans import plan_job, plan_notes
     from frenzy.memory.ranking import rank_key
 
     try:
@@ -155,10 +158,12 @@ def plan(
 
         plans = [dict(c.to_json(), predicted_time_s=predicted_duration_s(job, c),
                       predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
-        print(json.dumps({"model": arch.name, "params": arch.num_params, "objective": objective,
-                          "plans": plans}, indent=2))
+        print(json.dumps({"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
+                          "notes": plan_notes(job), "objective": objective, "plans": plans}, indent=2))
         return
     console.print(arch.summary())
+    for note in plan_notes(job):
+        console.print(f"[yellow]{note}[/]")
     console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} x {steps} steps "
                               f"({training.precision.value}, {training.method.value}), objective {objective}",
                               choices[:top], job))

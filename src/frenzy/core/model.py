@@ -193,6 +193,7 @@ class ModelArch:
 
     def summary(self) -> str:
         kind = f"MoE {self.num_experts}x top-{self.experts_per_token}" if self.is_moe else "dense"
+        kind += ", profiled" if self.profile_key else ""
         return (
             f"{self.name} ({self.family}, {self.num_params / 1e9:.2f}B params, {kind}, "
             f"{self.num_layers} layers, hidden {self.hidden_size}, {self.num_heads} heads / "

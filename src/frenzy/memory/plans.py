@@ -82,16 +82,32 @@ def _splits_model(arch: ModelArch, tp: int) -> bool:
         (arch.num_kv_heads % tp == 0 or tp % arch.num_kv_heads == 0)
 
 
+PROFILED_WITHOUT_TP = ("planned without tensor parallelism: the family has no formula, so how its layers "
+                      "shard is not known")
+
+
 def _tensor_degrees(job: JobSpec, per_node: int) -> list[int]:
-    """tp must split the model (_splits_model) and fit in a node."""
+    """tp must split the model (_splits_model) and fit in a node; a profiled family runs unsplit."""
+    if job.model.profile_key:
+        return [1]
     return [t for t in _powers_of_two(min(per_node, 8)) if _splits_model(job.model, t)]
+
+
+def plan_notes(job: JobSpec) -> list[str]:
+    """What a user should know about how the job's plans were made."""
+    if job.model.profile_key:
+        return [f"{job.model.family}: memory from a traced per-layer profile; {PROFILED_WITHOUT_TP}"]
+    return []
 
 
 def check_plan(job: JobSpec, plan: ParallelPlan) -> None:
     """Raise a ValueError that says what to change when `plan` cannot lay out `job`'s model (the
     planner itself only builds plans that can)."""
     arch, problems = job.model, []
-    if plan.tp > 1 and not _splits_model(arch, plan.tp):
+    if plan.tp > 1 and arch.profile_key:
+        problems.append(f"tp {plan.tp}: {arch.family} is {PROFILED_WITHOUT_TP}; use tp 1 with more data parallelism "
+                        "or ZeRO")
+    elif plan.tp > 1 and not _splits_model(arch, plan.tp):
         problems.append(f"tp {plan.tp} does not split {arch.num_heads} heads / {arch.num_kv_heads} KV heads / "
                         f"MLP width {arch.intermediate_size}; use one of "
                         + ", ".join(str(t) for t in range(1, arch.num_heads + 1) if _splits_model(arch, t)))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from frenzy.core import catalog
+from frenzy.core.generic import LAYER_COUNT_KEYS, per_layer_keys
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
@@ -56,7 +57,10 @@ class Case:
             return self.model
         is_file = self.model.endswith(".json")
         cfg = json.loads(Path(self.model).read_text()) if is_file else dict(catalog.model_config(self.model))
-        for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if self.layers:
+            for key in per_layer_keys(cfg):  # layer_types, no_rope_layers ...: the first layers' entries
+                cfg[key] = cfg[key][:self.layers]
+        for key in LAYER_COUNT_KEYS:
             if key in cfg and self.layers:
                 cfg[key] = self.layers
         if "attention_types" in cfg and self.layers:  # GPT-Neo lists its layer pattern explicitly

@@ -1,11 +1,11 @@
 """Measure the activation profile of a family without a formula (see frenzy.memory.profiled).
 
 Four traces of a reduced-depth copy (two layers of every kind): (mb 1, s1), (mb 2, s1) and
-(mb 1, s2) without recomputation, and (mb 1, s1) under full recomputation. Layer i keeps what its
-forward adds between the marks `layer_pre.i` and `layer_post.i` of the measured step's first
-forward; what the forward keeps outside the layers is the rest of what is alive when backward
-starts. A kind's bytes are read from its last kept layer (not the first layer of the model, whose
-input may not require grad); the first layer's difference is kept separately.
+(mb 1, s2) without recomputation, and (mb 1, s1) under full recomputation. Layer i keeps what the
+measured step's first forward adds between the marks `layer_pre.i` and `layer_pre.i+1`; what the
+forward keeps outside the layers is the rest of what is alive when backward starts. A kind's bytes are read from its last kept layer that another layer follows (not the first
+layer of the model, whose input may not require grad, nor the last, whose output the final norm
+reads); the first layer's difference is kept separately.
 """
 
 from __future__ import annotations
@@ -30,8 +30,11 @@ def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_b
     plan = ParallelPlan(micro_batch=micro_batch, recompute=recompute)
     log = record_steps(config_path, training, plan, seq, keep_layers=keep).log
     marks = replay(log, MEASURED_STEP).at_marks
-    layers = [marks[f"{LAYER_POST}.{i}"][ACTIVATIONS] - marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS]
-              for i in range(len(keep))]
+    # from one layer's start to the next one's: the loop frees the previous hidden state only when
+    # it takes the layer's output, after the layer has returned
+    edges = [marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(len(keep))]
+    edges.append(marks[f"{LAYER_POST}.{len(keep) - 1}"][ACTIVATIONS])
+    layers = [after - before for before, after in zip(edges, edges[1:])]
     step = f"step{MEASURED_STEP}"
     total = marks[f"{step}.backward"][ACTIVATIONS] - marks[f"{step}.forward"][ACTIVATIONS]
     return layers, total - sum(layers)
@@ -52,8 +55,9 @@ def measure(config_path: str, training: TrainingConfig, s1: int, s2: int) -> dic
     kinds = structure["layer_kinds"]
     keep = reduced_layers(kinds)
     kept_kinds = [kinds[i] for i in keep]
-    # the last kept layer of each kind speaks for the kind
+    # the last kept layer of each kind that another layer follows speaks for the kind
     speaker = {kind: position for position, kind in enumerate(kept_kinds)}
+    speaker.update({kind: position for position, kind in enumerate(kept_kinds[:-1])})
     points = {(mb, s): _growth(config_path, training, keep, mb, s, Recompute.NONE)
               for mb, s in ((1, s1), (2, s1), (1, s2))}
     checkpoint, checkpoint_rest = _growth(config_path, training, keep, 1, s1, Recompute.FULL)

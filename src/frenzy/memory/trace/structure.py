@@ -99,11 +99,15 @@ def _norm_kind(model: nn.Module) -> str:
 
 
 def reduced_layers(layer_kinds: list[int], per_kind: int = 2) -> list[int]:
-    """Indices of the first `per_kind` layers of every kind, in model order."""
+    """Indices of the first `per_kind` layers of every kind, in model order, and the layer after the
+    last of them: a layer's output counts as kept until the next layer has read it (then it is
+    freed unless saved), so a layer speaks for its kind only when another layer follows it."""
     seen: Counter = Counter()
     keep = []
     for index, kind in enumerate(layer_kinds):
         if seen[kind] < per_kind:
             keep.append(index)
             seen[kind] += 1
+    if keep[-1] + 1 < len(layer_kinds):
+        keep.append(keep[-1] + 1)
     return keep

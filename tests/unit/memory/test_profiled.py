@@ -1,0 +1,82 @@
+"""The profiled path: families without a formula, described by their module tree and a traced profile."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.training import TrainingConfig
+from frenzy.memory.plans import check_plan, plan_notes
+from frenzy.core.plan import ParallelPlan
+
+pytest.importorskip("torch", reason="profiling needs the 'trace' extra (torch, transformers, peft)")
+pytest.importorskip("transformers", reason="profiling needs the 'trace' extra (torch, transformers, peft)")
+
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "profiled"
+
+# Published totals (model cards / papers), independent of both transformers and Frenzy.
+PUBLISHED_PARAMS = {
+    "Qwen--Qwen3-30B-A3B": (30.5e9, "model card: 30.5B in total"),
+    "openai--gpt-oss-20b": (20.91e9, "gpt-oss model card (paper): 20.91B total parameters"),
+    "deepseek-ai--DeepSeek-V2-Lite": (15.7e9, "model card: 15.7B total parameters"),
+    "allenai--OLMoE-1B-7B-0924": (6.9e9, "OLMoE paper: 6.9B total parameters"),
+    "microsoft--Phi-3.5-MoE-instruct": (41.9e9, "model card: 41.9B total parameters"),
+    "HuggingFaceTB--SmolLM3-3B": (3.08e9, "model card: 3B (3.08B) parameters"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))
+def test_profiled_parameter_counts_match_the_published_totals(name):
+    expected, _source = PUBLISHED_PARAMS[name]
+    arch = load_model(str(CONFIGS / f"{name}.json"))
+    assert arch.model_source == "profiled"
+    assert abs(arch.num_params - expected) / expected < 0.005
+
+
+def test_heterogeneous_layers_are_counted_exactly():
+    """DeepSeek-V2-Lite: a dense first layer and 26 MoE layers; Frenzy's count equals transformers' own."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = json.loads((CONFIGS / "deepseek-ai--DeepSeek-V2-Lite.json").read_text())
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
+            cfg["model_type"], **{k: v for k, v in cfg.items() if not k.startswith("_") and k != "model_type"}))
+    assert load_model(str(CONFIGS / "deepseek-ai--DeepSeek-V2-Lite.json")).num_params == \
+        sum(p.numel() for p in model.parameters())
+
+
+def test_a_formula_family_profiled_agrees_with_its_formula_on_weights():
+    formula, profiled = load_model("Qwen/Qwen3-0.6B"), load_model("Qwen/Qwen3-0.6B", profiled=True)
+    assert profiled.num_params == formula.num_params
+    assert profiled.model_source == "profiled" and formula.model_source == "formula"
+
+
+def test_profiled_families_are_planned_without_tensor_parallelism_and_say_why():
+    job = JobSpec(model=load_model(str(CONFIGS / "allenai--OLMo-2-1124-7B.json")), training=TrainingConfig(),
+                  seq_len=1024, global_batch=8)
+    with pytest.raises(ValueError, match="planned without tensor parallelism"):
+        check_plan(job, ParallelPlan(dp=1, tp=2))
+    assert any("without tensor parallelism" in note for note in plan_notes(job))
+
+
+def test_a_cached_family_is_predicted_without_torch(tmp_path):
+    env = dict(os.environ, FRENZY_CACHE_DIR=str(tmp_path))
+    config = str(CONFIGS / "google--gemma-3-1b-pt.json")
+    argv = ["memory", config, "--seq", "1024", "--micro-batch", "2", "--precision", "bf16", "--json"]
+    run = [sys.executable, "-m", "frenzy.cli.main", *argv]
+    first = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
+    code = ("import sys, io, contextlib, json\nfrom frenzy.cli.main import app\nout = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(out):\n    try: app({argv!r})\n    except SystemExit: pass\n"
+            "print(json.dumps({'heavy': [m for m in ('torch', 'transformers') if m in sys.modules], "
+            "'out': json.loads(out.getvalue())}))\n")
+    second = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                       check=True).stdout)
+    assert second["heavy"] == []
+    assert second["out"] == json.loads(first.stdout)
+    assert second["out"]["model_source"] == "profiled"
