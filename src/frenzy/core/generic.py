@@ -129,18 +129,13 @@ def _describe(cfg: dict) -> dict:
         raise InvalidConfigError(
             f"model_type '{cfg.get('model_type')}' has no formula in Frenzy; profiling it once needs PyTorch and "
             f"transformers ({exc.name} is missing): pip install 'frenzy[trace]'") from None
-    from transformers import CONFIG_MAPPING
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    kind = cfg.get("model_type")
-    if kind not in CONFIG_MAPPING or kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal "
-                                 "LM the installed transformers can build; pass a Hugging Face causal LM config")
     try:
         return describe(cfg)
     except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError) as exc:
-        raise InvalidConfigError(f"transformers cannot build model_type '{kind}' from this config ({exc}); "
-                                 "check its sizes") from exc
+        if isinstance(exc, InvalidConfigError):
+            raise
+        raise InvalidConfigError(f"transformers cannot build model_type '{cfg.get('model_type')}' from this config "
+                                 f"({exc}); check its sizes") from exc
 
 
 def generic_arch(cfg: dict, name: str) -> ModelArch:

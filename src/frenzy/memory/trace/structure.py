@@ -19,14 +19,20 @@ from collections import Counter
 import torch
 from torch import nn
 
+from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import lora_target_of, per_layer_keys, text_config
 from frenzy.memory.trace.build import hf_config
 from frenzy.memory.trace.patches import decoder_layers
 
 
 def build_meta(cfg: dict) -> nn.Module:
-    from transformers import AutoModelForCausalLM
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    kind = cfg.get("model_type")
+    if kind not in CONFIG_MAPPING or kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal "
+                                 "LM the installed transformers can build; pass a Hugging Face causal LM config")
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(hf_config(cfg))
 
