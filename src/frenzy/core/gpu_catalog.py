@@ -62,8 +62,8 @@ def _message(error: dict) -> str:
     """A pydantic error as 'field: what is wrong', in the catalog's words rather than pydantic's."""
     where = ".".join(str(p) for p in error["loc"])
     ctx, kind = error.get("ctx") or {}, error["type"]
-    bounds = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than_equal": "<= {le}",
-              "less_than": "< {lt}"}
+    bounds = {"greater_than": "> {gt:g}", "greater_than_equal": ">= {ge:g}", "less_than_equal": "<= {le:g}",
+              "less_than": "< {lt:g}"}
     if kind in bounds:
         text = "must be " + bounds[kind].format(**ctx)
     elif kind == "missing":
@@ -82,8 +82,9 @@ def _describe(number: int, raw: object) -> str:
     return f"row {number}" + (f" (name '{name}')" if name else "")
 
 
-def parse_rows(text: str, origin: str) -> list[GpuRow]:
-    """The rows of one catalog file; GpuCatalogError naming every bad row."""
+def parse_rows(text: str, origin: str) -> tuple[list[tuple[int, GpuRow]], list[tuple[int, str]]]:
+    """(row number, row) for each valid row of one catalog file, and (row number, problem) for the rest.
+    GpuCatalogError when the file as a whole is unreadable."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -94,16 +95,15 @@ def parse_rows(text: str, origin: str) -> list[GpuRow]:
     rows, problems = [], []
     for number, raw in enumerate(data["gpus"], start=1):
         try:
-            rows.append(GpuRow.model_validate(raw))
+            rows.append((number, GpuRow.model_validate(raw)))
         except ValidationError as exc:
-            problems.append(f"{_describe(number, raw)}: " + "; ".join(_message(e) for e in exc.errors()))
-    _raise_if(problems, origin)
-    return rows
+            problems.append((number, f"{_describe(number, raw)}: " + "; ".join(_message(e) for e in exc.errors())))
+    return rows, problems
 
 
-def _raise_if(problems: list[str], origin: str) -> None:
+def _raise_if(problems: list[tuple[int, str]], origin: str) -> None:
     if problems:
-        raise GpuCatalogError(f"gpu catalog {origin}: " + "; ".join(problems))
+        raise GpuCatalogError(f"gpu catalog {origin}: " + "; ".join(text for _, text in sorted(problems)))
 
 
 def _as_dict(row: GpuRow) -> dict:
@@ -113,25 +113,27 @@ def _as_dict(row: GpuRow) -> dict:
     return values
 
 
-def merge(bundled: list[GpuRow], user: list[GpuRow], origin: str) -> list[dict]:
-    """Bundled rows with the user's rows applied (overrides in place, additions at the end)."""
+def merge(bundled: list[GpuRow], user: list[tuple[int, GpuRow]], origin: str,
+          problems: list[tuple[int, str]] = ()) -> list[dict]:
+    """Bundled rows with the user's rows applied (overrides in place, additions at the end);
+    GpuCatalogError listing `problems` (the rows that did not parse) and every row that cannot merge."""
     merged = [_as_dict(r) for r in bundled]
     owner = {_key(a): i for i, row in enumerate(merged) for a in (row["name"], *row.get("aliases", ()))}
     overridden: dict[int, int] = {}
-    problems = []
-    for number, row in enumerate(user, start=1):
+    problems = list(problems)
+    for number, row in user:
         values = _as_dict(row)
         hits = {owner[_key(a)] for a in (row.name, *row.aliases) if _key(a) in owner}
         if len(hits) > 1:
             names = ", ".join(sorted(merged[i]["name"] for i in hits))
-            problems.append(f"row {number} (name '{row.name}'): its name and aliases match several bundled types "
-                            f"({names}); an override names one type")
+            problems.append((number, f"row {number} (name '{row.name}'): its name and aliases match several "
+                                     f"bundled types ({names}); an override names one type"))
             continue
         if hits:
             index = hits.pop()
             if index in overridden:
-                problems.append(f"row {number} (name '{row.name}'): row {overridden[index]} already overrides "
-                                f"{merged[index]['name']}; merge the two rows")
+                problems.append((number, f"row {number} (name '{row.name}'): row {overridden[index]} already "
+                                         f"overrides {merged[index]['name']}; merge the two rows"))
                 continue
             overridden[index] = number
             merged[index] = _override(merged[index], values)
@@ -139,8 +141,9 @@ def merge(bundled: list[GpuRow], user: list[GpuRow], origin: str) -> list[dict]:
         missing = [f for f in REQUIRED if f not in values]
         missing += [f"peak_flops.{f}" for f in FLOP_FORMATS if "peak_flops" in values and f not in values["peak_flops"]]
         if missing:
-            problems.append(f"row {number} (name '{row.name}'): a new GPU type must give every field, missing "
-                            f"{', '.join(missing)} (only a row that overrides a bundled type may omit fields)")
+            problems.append((number, f"row {number} (name '{row.name}'): a new GPU type must give every field, "
+                                     f"missing {', '.join(missing)} (only a row that overrides a bundled type "
+                                     "may omit fields)"))
             continue
         merged.append(values)
     _raise_if(problems, origin)
@@ -163,16 +166,17 @@ def _check_unique_aliases(rows: list[dict], origin: str) -> None:
     for index, row in enumerate(rows):
         for alias in dict.fromkeys(_key(a) for a in (row["name"], *row.get("aliases", ()))):
             if alias in seen:
-                problems.append(f"'{alias}' names both {rows[seen[alias]]['name']} and {row['name']}; "
-                                "give each name and alias to one type")
+                problems.append((index, f"'{alias}' names both {rows[seen[alias]]['name']} and {row['name']}; "
+                                        "give each name and alias to one type"))
             seen.setdefault(alias, index)
     _raise_if(problems, origin)
 
 
 def load_gpu_types(bundled_text: str, user_file: str | None) -> dict[str, GpuType]:
     """Canonical name -> GpuType for the bundled catalog merged with `user_file` (None: bundled only)."""
-    bundled = parse_rows(bundled_text, "gpus.yaml (bundled)")
-    user: list[GpuRow] = []
+    bundled, problems = parse_rows(bundled_text, "gpus.yaml (bundled)")
+    _raise_if(problems, "gpus.yaml (bundled)")
+    user: list[tuple[int, GpuRow]] = []
     origin = "gpus.yaml (bundled)"
     if user_file:
         path = Path(user_file).expanduser()
@@ -182,9 +186,9 @@ def load_gpu_types(bundled_text: str, user_file: str | None) -> dict[str, GpuTyp
         except OSError as exc:
             raise GpuCatalogError(f"gpu catalog {path}: cannot read it ({exc.strerror}); pass an existing YAML "
                                   "file to --gpu-catalog or FRENZY_GPU_CATALOG, or unset it") from None
-        user = parse_rows(text, origin)
+        user, problems = parse_rows(text, origin)
     types = {}
-    for row in merge(bundled, user, origin):
+    for row in merge([r for _, r in bundled], user, origin, problems):
         row = dict(row, aliases=tuple(row.get("aliases", ())), memory_bytes=int(row["memory_bytes"]))
         try:
             types[row["name"]] = GpuType(**row)
