@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from frenzy.core.errors import GpuCatalogError
 from frenzy.core.gpu import GpuType
@@ -47,6 +47,14 @@ class GpuRow(BaseModel):
     price_per_gpu_hour_usd: Optional[float] = Field(None, ge=0)
     source: Optional[str] = None
     note: Optional[str] = None
+
+    @field_validator("name", "aliases", mode="before")
+    @classmethod
+    def _numbers_are_names(cls, value):
+        # YAML reads an unquoted alias such as 4090 as an int; it is still a name.
+        if isinstance(value, list):
+            return [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value]
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 REQUIRED = ("memory_bytes", "peak_flops", "hbm_bandwidth_bytes_s", "intra_node_link",

@@ -16,7 +16,7 @@ runner = CliRunner()
 
 NEW_TYPE = """
   - name: Acme-X1-64G
-    aliases: [acme-x1, "Acme X1"]
+    aliases: [acme-x1, "Acme X1", 1234]
     memory_bytes: 68719476736
     peak_flops: {bf16: 400.0e+12, fp16: 400.0e+12, tf32: 200.0e+12, fp32: 50.0e+12}
     hbm_bandwidth_bytes_s: 3.0e+12
@@ -66,6 +66,8 @@ def test_a_user_type_is_planned_with_the_flag_on_the_command_or_before_it(tmp_pa
         assert result.exit_code == 0, result.output
         plans = json.loads(result.stdout)["plans"]
         assert plans and {p["gpu_type"] for p in plans} == {"Acme-X1-64G"}
+    catalog.use_gpu_catalog(path)
+    assert catalog.gpu_type("1234").name == "Acme-X1-64G"  # YAML reads the unquoted alias as an int
     assert "Acme-X1-64G" not in listed()  # each invocation starts again from the flag or the environment
 
 
