@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
-import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -13,6 +11,7 @@ from pathlib import Path
 from frenzy.core.errors import UnknownNameError
 from frenzy.core.gpu import GpuType
 from frenzy.core.gpu_catalog import load_gpu_types
+from frenzy.core.names import closest_names
 
 _HERE = resources.files(__name__)
 
@@ -29,39 +28,8 @@ def canonical_name(kind: str, name: str, table: dict[str, str], listed_by: str |
     canonical = table.get(_key(name))
     if canonical is not None:
         return canonical
-    suggestions = list(dict.fromkeys(table[c] for c in _closest(_key(name), list(table))))[:4]
+    suggestions = list(dict.fromkeys(table[c] for c in closest_names(_key(name), list(table))))[:4]
     raise UnknownNameError(kind, name, suggestions, list(dict.fromkeys(table.values())), listed_by)
-
-
-def _model_token(key: str) -> str:
-    """The first word with a digit that is not a memory size: 'h800' in 'h800-pcie', '4090' in 'rtx-4090-24g'."""
-    for word in re.split(r"[^a-z0-9.]+", key):
-        if any(c.isdigit() for c in word) and not re.fullmatch(r"\d+gb?", word):
-            return word
-    return ""
-
-
-def _family(token: str) -> tuple[str, int] | None:
-    """'h800' and 'h100' share ('h', 3); 'mi300x' is ('mi', 3). A bare number ('8b', '4090') names no
-    family: sizes and versions share digits by chance."""
-    match = re.match(r"([a-z]+)(\d+)", token)
-    return (match.group(1), len(match.group(2))) if match else None
-
-
-def _closest(key: str, keys: list[str]) -> list[str]:
-    """Known keys nearest to `key`: the same model first (h800 for 'h800-pcie'), then the same family
-    (h100 for h800), then spelling. Spelling alone matched 'mi300x' to '3090': an unrelated name must be
-    spelled nearly alike to be offered."""
-    token = _model_token(key)
-    family = _family(token)
-    scored = []
-    for candidate in keys:
-        ratio = difflib.SequenceMatcher(None, key, candidate).ratio()
-        other = _model_token(candidate)
-        tier = 2 if token and other == token else 1 if family and _family(other) == family else 0
-        if ratio >= (0.3 if tier else 0.7):
-            scored.append((-tier, -ratio, candidate))
-    return [candidate for *_, candidate in sorted(scored)][:8]
 
 
 # ---- GPU types ---------------------------------------------------------------------------
