@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from frenzy.cli.main import app
@@ -41,3 +42,28 @@ def test_simulate_bad_settings_are_user_errors_before_any_run(trace_csv):
         result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                           "--policy", "frenzy", *args])
         assert result.exit_code == 2 and says in result.output, (args, result.output)
+
+
+def test_simulate_runs_on_a_gpu_type_and_price_from_a_user_catalog(trace_csv, tmp_path):
+    from frenzy.core import catalog
+
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text("gpus:\n  - name: Acme-S1-80G\n    memory_bytes: 85899345920\n"
+                    "    peak_flops: {bf16: 500.0e+12, fp16: 500.0e+12, tf32: 250.0e+12, fp32: 60.0e+12}\n"
+                    "    hbm_bandwidth_bytes_s: 3.0e+12\n    intra_node_link: nvlink\n"
+                    "    intra_node_bandwidth_bytes_s: 300.0e+9\n    gpus_per_node: 8\n    supports_bf16: true\n"
+                    "    price_per_gpu_hour_usd: 1.25\n")
+    cluster = tmp_path / "acme.yaml"
+    cluster.write_text("name: acme\nnodes:\n  - gpu_type: acme-s1-80g\n    gpus_per_node: 8\n    count: 2\n")
+    out = tmp_path / "m.json"
+    try:
+        result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", str(cluster),
+                                          "--policy", "frenzy", "--max-jobs", "6", "--json", str(out),
+                                          "--gpu-catalog", str(gpus)])
+    finally:
+        catalog.use_gpu_catalog(None)
+    assert result.exit_code == 0, result.output
+    assert "16 Acme-S1-80G" in result.output
+    (run,) = json.loads(out.read_text())["policies"]
+    assert run["finished"] == 6
+    assert run["cost_usd"] == pytest.approx(run["gpu_hours"] * 1.25)  # the user's price, the only type's

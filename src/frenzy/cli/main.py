@@ -11,7 +11,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from frenzy.cli.options import USER_ERRORS, TrainingFlags, fail, parse_recompute, parse_zero
+from frenzy.cli.options import (
+    USER_ERRORS, GpuCatalog, TrainingFlags, fail, parse_recompute, parse_zero, use_gpu_catalog,
+)
 from frenzy.cli.render import memory_table, plans_table
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
@@ -34,6 +36,14 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object (stabl
 
 
 LoraDropout = Annotated[float, typer.Option(help="LoRA dropout probability (saves a mask per adapter)")]
+
+
+@app.callback()
+def _root(gpu_catalog: GpuCatalog = None) -> None:
+    """Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters."""
+    # Reset on every invocation: the flag here (or $FRENZY_GPU_CATALOG) applies to every subcommand,
+    # and a command's own --gpu-catalog overrides it.
+    catalog.use_gpu_catalog(gpu_catalog)
 
 
 def _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout=0.0):
@@ -63,11 +73,13 @@ def memory(
     trace: Annotated[bool, typer.Option("--trace", help="measure by running the real step on fake tensors")] = False,
     compare: Annotated[bool, typer.Option("--compare", help="formula and trace side by side, term by term")] = False,
     as_json: Json = False,
+    gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Predict the per-GPU peak memory of one training step under one parallel plan."""
     from frenzy.memory.estimate import estimate
     from frenzy.memory.plans import check_plan
 
+    use_gpu_catalog(gpu_catalog)
     try:
         arch = load_model(model)
         training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
@@ -91,6 +103,8 @@ def memory(
             out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
             out.update(gpu=gpu_type.name, gpu_memory_bytes=gpu_type.memory_bytes, fits=fits)
+            if gpu_type.note:
+                out["gpu_note"] = gpu_type.note
         print(json.dumps(out, indent=2))
         return
     console.print(arch.summary())
@@ -104,6 +118,8 @@ def memory(
     if gpu_type is not None:
         verdict = "[green]fits[/]" if fits else "[red]does not fit[/]"
         console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): {verdict}")
+        if gpu_type.note:
+            console.print(f"note on {gpu_type.name}: {gpu_type.note}")
 
 
 def _traced(model: str, training, plan: ParallelPlan, seq: int):
@@ -134,11 +150,13 @@ def plan(
     max_gpus: Annotated[int, typer.Option(help="largest GPU count to consider")] = 64,
     top: Annotated[int, typer.Option(help="plans to show")] = 15,
     as_json: Json = False,
+    gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Rank the plans that fit, per GPU type: GPU count, dp x tp x pp, ZeRO, micro-batch, recomputation."""
     from frenzy.memory.plans import plan_job, plan_notes
     from frenzy.memory.ranking import rank_key
 
+    use_gpu_catalog(gpu_catalog)
     try:
         if max_gpus < 1:
             raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
@@ -159,7 +177,8 @@ def plan(
         plans = [dict(c.to_json(), predicted_time_s=predicted_duration_s(job, c),
                       predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
         print(json.dumps({"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
-                          "notes": plan_notes(job), "objective": objective, "plans": plans}, indent=2))
+                          "notes": plan_notes(job), "objective": objective, "plans": plans,
+                          "gpu_notes": _notes(choices)}, indent=2))
         return
     console.print(arch.summary())
     for note in plan_notes(job):
@@ -169,6 +188,13 @@ def plan(
                               choices[:top], job))
     if len(choices) > top:
         console.print(f"… {len(choices) - top} more (--top N or --json)")
+    for name, note in _notes(choices[:top]).items():
+        console.print(f"note on {name}: {note}")
+
+
+def _notes(choices) -> dict[str, str]:
+    """The catalog's caveat for each GPU type among the plans (e.g. a runtime term unmeasured there)."""
+    return {c.gpu.name: c.gpu.note for c in choices if c.gpu.note}
 
 
 @app.command()
@@ -185,16 +211,31 @@ def models() -> None:
 
 
 @app.command()
-def gpus() -> None:
-    """List the bundled GPU catalog."""
+def gpus(as_json: Json = False, gpu_catalog: GpuCatalog = None) -> None:
+    """List the GPU catalog: the bundled types with the user's GPU catalog file applied."""
     from rich.table import Table
 
+    use_gpu_catalog(gpu_catalog)
+    types = list(catalog.gpu_types().values())
+    if as_json:
+        print(json.dumps({"user_gpu_catalog": catalog.user_gpu_catalog(), "gpus": [
+            {"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes, "peak_flops": g.peak_flops,
+             "hbm_bandwidth_bytes_s": g.hbm_bandwidth_bytes_s, "intra_node_link": g.intra_node_link,
+             "intra_node_bandwidth_bytes_s": g.intra_node_bandwidth_bytes_s, "gpus_per_node": g.gpus_per_node,
+             "supports_bf16": g.supports_bf16, "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd,
+             "source": g.source, "note": g.note} for g in types]}, indent=2))
+        return
     table = Table("GPU type", "memory GiB", "bf16 TFLOP/s", "HBM GB/s", "link", "per node", "$/GPU-h")
-    for g in catalog.gpu_types().values():
-        table.add_row(g.name, f"{gib(g.memory_bytes):.1f}", f"{g.peak_flops_for('bf16') / 1e12:.0f}",
-                      f"{g.hbm_bandwidth_bytes_s / 1e9:.0f}", g.intra_node_link, str(g.gpus_per_node),
-                      f"{g.price_per_gpu_hour_usd:.2f}")
+    for g in types:
+        table.add_row(g.name + (" *" if g.note else ""), f"{gib(g.memory_bytes):.1f}",
+                      f"{g.peak_flops_for('bf16') / 1e12:.0f}", f"{g.hbm_bandwidth_bytes_s / 1e9:.0f}",
+                      g.intra_node_link, str(g.gpus_per_node), f"{g.price_per_gpu_hour_usd:.2f}")
     console.print(table)
+    for g in types:
+        if g.note:
+            console.print(f"* {g.name}: {g.note}")
+    if catalog.user_gpu_catalog():
+        console.print(f"with the user GPU catalog {catalog.user_gpu_catalog()} applied")
 
 
 # ---- command groups from other subsystems register here, one line each ----------------------

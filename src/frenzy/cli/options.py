@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
+from frenzy.core import catalog
 from frenzy.core.errors import FrenzyError
 from frenzy.core.training import (
     ALL_LINEAR, Attention, Method, Optimizer, Precision, Recompute, TrainingConfig, ZeroStage, parse_choice,
@@ -54,3 +57,19 @@ def fail(message: str) -> typer.Exit:
 
 
 USER_ERRORS = (FrenzyError, ValueError)
+
+
+GpuCatalog = Annotated[Optional[Path], typer.Option(
+    "--gpu-catalog", help="YAML file of GPU rows that add to or override the bundled catalog "
+                          "(default $FRENZY_GPU_CATALOG; see docs/GPUS.md)")]
+
+
+def use_gpu_catalog(path: Optional[Path]) -> None:
+    """Apply a command's --gpu-catalog (when given; else the top-level flag or $FRENZY_GPU_CATALOG stays)
+    and load the catalog now, so that a bad file is one clean error before any work starts."""
+    if path is not None:
+        catalog.use_gpu_catalog(path)
+    try:
+        catalog.gpu_types()
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None

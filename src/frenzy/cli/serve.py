@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from frenzy.cli.options import GpuCatalog, use_gpu_catalog
+
 console = Console(width=None if Console().is_terminal else 120)
 Url = Annotated[Optional[str], typer.Option("--url", help="server URL (default $FRENZY_URL or http://127.0.0.1:8000)")]
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -48,10 +50,20 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
                                                  "one: CPU workers, gloo, emulated memory")] = False,
           step_delay: Annotated[float, typer.Option(hidden=True, help="fake mode: sleep per step (tests)")] = 0.0,
           storage: Annotated[Path, typer.Option(help="checkpoints and Ray Train results")] = Path("~/.frenzy/jobs"),
-          policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy") -> None:
+          policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy",
+          gpu_catalog: GpuCatalog = None) -> None:
     """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray)."""
+    import os
+
     from frenzy.control.server import ServerSettings
     from frenzy.control.server import serve as run
+    from frenzy.core import catalog
+
+    use_gpu_catalog(gpu_catalog)  # the planner, control loop and executor run in this process
+    if catalog.user_gpu_catalog():
+        # Processes started from here (a local Ray cluster's raylets and workers) inherit the environment,
+        # so anything there that looks a GPU type up sees the same catalog.
+        os.environ[catalog.GPU_CATALOG_ENV] = str(Path(catalog.user_gpu_catalog()).expanduser().resolve())
 
     run(ServerSettings(host=host, port=port, db_url=db_url, ray_address=ray_address, fake_nodes=fake_cluster,
                        fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy))
@@ -176,11 +188,14 @@ def cluster(url: Url = None) -> None:
 def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PORT")] = "HEAD:6379",
                   name: Annotated[Optional[str], typer.Option(help="node name (default: hostname)")] = None,
                   inter_node_gbit_s: Annotated[Optional[float], typer.Option(
-                      help="this node's network to other nodes in Gb/s (default: the catalog's 200)")] = None) -> None:
+                      help="this node's network to other nodes in Gb/s (default: the catalog's 200)")] = None,
+                  gpu_catalog: GpuCatalog = None) -> None:
     """Print the `ray start` command that joins this GPU machine as a Frenzy node (from NVML)."""
     from frenzy.core.errors import FrenzyError
     from frenzy.executor.node_args import local_gpus, ray_start_command
     from frenzy.executor.resources import network_gbit_s
+
+    use_gpu_catalog(gpu_catalog)  # a type the user added maps from its NVML name like a bundled one
 
     try:
         if inter_node_gbit_s is not None:  # checked before NVML, so a typo is reported on any machine

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from frenzy.cli.options import USER_ERRORS, fail
+from frenzy.cli.options import USER_ERRORS, GpuCatalog, fail, use_gpu_catalog
 
 console = Console(width=None if Console().is_terminal else 120)
 
@@ -50,8 +50,10 @@ def simulate(
     objective: Annotated[str, typer.Option(help="MARP plan ranking: time | cost")] = "time",
     as_json: Annotated[Optional[Path], typer.Option("--json", help="write every metric per policy here")] = None,
     plots: Annotated[Optional[Path], typer.Option(help="write JCT CDF, queue and utilisation PNGs here")] = None,
+    gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Replay a job trace on a simulated cluster and compare scheduling policies."""
+    use_gpu_catalog(gpu_catalog)  # the simulated cluster and every policy look GPU types up in this process
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from frenzy.sched.registry import get_policy

@@ -33,5 +33,9 @@ class InvalidConfigError(FrenzyError, ValueError):
     """A model config or training setting that cannot be used as given."""
 
 
+class GpuCatalogError(FrenzyError, ValueError):
+    """A GPU catalog file (bundled or the user's) that cannot be used; names every bad row."""
+
+
 class NoFeasiblePlanError(FrenzyError):
     """No plan fits any allowed GPU type; the message names the smallest need and what would help."""

@@ -1,4 +1,4 @@
-"""GPU types: one immutable record per type, loaded from catalog/gpus.yaml."""
+"""GPU types: one immutable record per type, loaded from catalog/gpus.yaml and a user's GPU catalog file."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ class GpuType:
     price_per_gpu_hour_usd: float
     aliases: tuple[str, ...] = ()
     source: str = ""
+    # A caveat about predictions for this type (e.g. a runtime term measured only on CUDA), shown
+    # wherever the type is chosen, so that a less certain prediction is never silent.
+    note: str = ""
 
     def __post_init__(self):
         if self.memory_bytes <= 0:

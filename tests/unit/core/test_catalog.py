@@ -50,9 +50,8 @@ def test_unknown_model_suggests_close_names():
 
 
 def test_a_name_close_to_nothing_gets_the_list_or_where_to_find_it():
-    with pytest.raises(UnknownNameError) as err:
-        catalog.gpu_type("qqqqqq")
-    assert all(name in str(err.value) for name in REQUIRED_GPUS)  # few enough to list them all
+    with pytest.raises(UnknownNameError, match="`frenzy gpus` lists them"):
+        catalog.gpu_type("qqqqqq")  # 32 bundled types: too many to list (short lists: test_policies, test_traces)
     with pytest.raises(UnknownNameError, match="`frenzy models` lists them"):
         catalog.canonical_model_name("qqqqqq")  # too many to list
 

@@ -72,3 +72,27 @@ def test_ray_node_args_rejects_a_bad_network_before_looking_for_gpus():
 
     result = CliRunner().invoke(app, ["ray-node-args", "--inter-node-gbit-s", "0"])
     assert result.exit_code == 2 and "must be a positive number of Gb/s" in result.output
+
+
+def test_a_user_catalog_type_is_discovered_on_live_and_fake_nodes(tmp_path, monkeypatch):
+    """The server's discovery and --fake-cluster run in the server process: both see the user's rows."""
+    from frenzy.core import catalog
+
+    path = tmp_path / "gpus.yaml"
+    path.write_text("gpus:\n  - name: H20\n    price_per_gpu_hour_usd: 0.9\n"
+                    "  - name: Acme-S1-80G\n    aliases: [\"Acme S1\"]\n    memory_bytes: 85899345920\n"
+                    "    peak_flops: {bf16: 500.0e+12, fp16: 500.0e+12, tf32: 250.0e+12, fp32: 60.0e+12}\n"
+                    "    hbm_bandwidth_bytes_s: 3.0e+12\n    intra_node_link: nvlink\n"
+                    "    intra_node_bandwidth_bytes_s: 300.0e+9\n    gpus_per_node: 8\n    supports_bf16: true\n"
+                    "    price_per_gpu_hour_usd: 1.25\n")
+    monkeypatch.setenv(catalog.GPU_CATALOG_ENV, str(path))
+    catalog.use_gpu_catalog(None)
+    try:
+        info = node_info({"Resources": {"gpu_type:Acme-S1-80G": 8.0}, "Labels": {"frenzy.io/node": "n1"},
+                          "Alive": True})
+        assert (info.gpu_type.name, info.gpu_type.memory_bytes, info.gpus) == ("Acme-S1-80G", 85899345920, 8)
+        assert node_info({"Resources": {"gpu_type:H20-96G": 8.0}, "Labels": {}}).gpu_type.price_per_gpu_hour_usd == 0.9
+        assert [n.gpu_type for n in parse_nodes("acme s1:2")] == ["Acme-S1-80G"]
+    finally:
+        monkeypatch.delenv(catalog.GPU_CATALOG_ENV)
+        catalog.use_gpu_catalog(None)

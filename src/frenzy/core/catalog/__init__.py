@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
 import json
+import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from frenzy.core.errors import UnknownNameError
 from frenzy.core.gpu import GpuType
+from frenzy.core.gpu_catalog import load_gpu_types
+from frenzy.core.names import closest_names
 
 _HERE = resources.files(__name__)
 
@@ -28,25 +28,38 @@ def canonical_name(kind: str, name: str, table: dict[str, str], listed_by: str |
     canonical = table.get(_key(name))
     if canonical is not None:
         return canonical
-    close = difflib.get_close_matches(_key(name), list(table), n=8, cutoff=0.5)
-    suggestions = list(dict.fromkeys(table[c] for c in close))[:4]
+    suggestions = list(dict.fromkeys(table[c] for c in closest_names(_key(name), list(table))))[:4]
     raise UnknownNameError(kind, name, suggestions, list(dict.fromkeys(table.values())), listed_by)
 
 
 # ---- GPU types ---------------------------------------------------------------------------
 
 
+GPU_CATALOG_ENV = "FRENZY_GPU_CATALOG"
+_user_gpu_catalog: str | None = None  # the --gpu-catalog flag; wins over GPU_CATALOG_ENV
+
+
+def use_gpu_catalog(path: str | os.PathLike | None) -> None:
+    """Merge the user's GPU catalog file at `path` into the bundled one (None: FRENZY_GPU_CATALOG, if set).
+
+    Call it before any GPU lookup: caches keyed by GPU type name elsewhere (plan choices) are not
+    cleared, which is why the CLI calls it first thing.
+    """
+    global _user_gpu_catalog
+    _user_gpu_catalog = None if path is None else str(path)
+    gpu_types.cache_clear()
+    _gpu_aliases.cache_clear()
+
+
+def user_gpu_catalog() -> str | None:
+    """The user's GPU catalog file in effect, or None for the bundled catalog alone."""
+    return _user_gpu_catalog or os.environ.get(GPU_CATALOG_ENV) or None
+
+
 @cache
 def gpu_types() -> dict[str, GpuType]:
-    rows = yaml.safe_load((_HERE / "gpus.yaml").read_text())["gpus"]
-    types = {}
-    for row in rows:
-        row = dict(row)
-        row["aliases"] = tuple(str(a) for a in row.get("aliases", ()))
-        row["memory_bytes"] = int(row["memory_bytes"])
-        row["peak_flops"] = {k: float(v) for k, v in row["peak_flops"].items()}
-        types[row["name"]] = GpuType(**row)
-    return types
+    """Canonical name -> GpuType; GpuCatalogError (naming every bad row) for an unusable user file."""
+    return load_gpu_types((_HERE / "gpus.yaml").read_text(), user_gpu_catalog())
 
 
 @cache
