@@ -172,8 +172,14 @@ def models() -> None:
     from rich.table import Table
 
     table = Table("model", "family", "params", "layers", "hidden", "heads/kv", "vocab")
+    from frenzy.core.errors import InvalidConfigError
+
     for name in catalog.model_names():
-        a = load_model(name)
+        try:
+            a = load_model(name)
+        except InvalidConfigError:  # a config bundled ahead of its parser still gets listed
+            table.add_row(name, str(catalog.model_config(name).get("model_type")), "-", "-", "-", "-", "-")
+            continue
         table.add_row(name, a.family, f"{a.num_params / 1e9:.2f}B", str(a.num_layers), str(a.hidden_size),
                       f"{a.num_heads}/{a.num_kv_heads}", str(a.vocab_size))
     console.print(table)
