@@ -347,9 +347,11 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
 
 
 def load_config(name_or_path: str) -> tuple[Config, str]:
-    """A catalog name (repo id or alias) or a path to a config.json (or a folder holding one)
-    -> (the raw HF config dict, the model's display name)."""
-    from frenzy.core import catalog
+    """A catalog name (repo id or alias), a repo id in the local Hugging Face cache, a post-training
+    variant of a catalog model (`...-Instruct`: its base's config), or a path to a config.json (or a
+    folder holding one) -> (the raw HF config dict, the model's display name)."""
+    from frenzy.core import catalog, hf_cache
+    from frenzy.core.errors import UnknownNameError
 
     path = Path(name_or_path)
     if path.is_dir():
@@ -364,7 +366,16 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")
         return cfg, cfg.get("_name_or_path") or path.parent.name or path.stem
-    repo_id = catalog.canonical_model_name(name_or_path)
+    try:
+        repo_id = catalog.canonical_model_name(name_or_path, variants=False)
+    except UnknownNameError:
+        # The model's own downloaded config beats assuming a fine-tune kept its base's architecture.
+        typed = name_or_path.strip()
+        cached = hf_cache.read_cached_config(typed)
+        if cached is not None:
+            return cached, typed
+        base = catalog.canonical_model_name(typed)  # a post-training variant of a catalog model, or the error
+        return catalog.model_config(base), typed
     return catalog.model_config(repo_id), repo_id
 
 
