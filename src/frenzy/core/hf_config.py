@@ -330,6 +330,9 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
 def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArch:
     """The ModelArch of a config: from the family's parser, or (no parser, or `profiled`) from the
     model's module tree with activations profiled by the tracer (frenzy.core.generic)."""
+    from frenzy.core.scope import require_causal_lm
+
+    require_causal_lm(cfg, name, supported=PARSERS)  # encoder, encoder-decoder and SSM models: why not, and what instead
     if profiled:
         return generic_arch(cfg, name)
     model_type = cfg.get("model_type")
