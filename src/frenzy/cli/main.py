@@ -15,7 +15,7 @@ from frenzy.cli.options import USER_ERRORS, TrainingFlags, fail, parse_recompute
 from frenzy.cli.render import memory_table, plans_table
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
-from frenzy.core.job import JobSpec
+from frenzy.core.job import JobSpec, context_warning
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.units import gib
 
@@ -34,6 +34,14 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object (stabl
 
 
 LoraDropout = Annotated[float, typer.Option(help="LoRA dropout probability (saves a mask per adapter)")]
+
+
+def _warnings(job: JobSpec) -> list[str]:
+    """What may hurt the job without stopping it, printed on stderr so stdout stays one JSON object."""
+    found = [w for w in (context_warning(job),) if w]
+    for warning in found:
+        typer.echo(f"warning: {warning}", err=True)
+    return found
 
 
 def _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout=0.0):
@@ -82,10 +90,12 @@ def memory(
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
+    warnings = _warnings(job)
     result = results["trace"] if trace and not compare else results["MARP"]
     fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
     if as_json:
-        out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json()}
+        out = {"model": arch.name, "params": arch.num_params, "plan": plan.describe(), **result.to_json(),
+               "warnings": warnings}
         if compare:
             out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
@@ -150,13 +160,14 @@ def plan(
         choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=rank_key(objective, job))
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
+    warnings = _warnings(job)
     if as_json:
         from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
 
         plans = [dict(c.to_json(), predicted_time_s=predicted_duration_s(job, c),
                       predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
         print(json.dumps({"model": arch.name, "params": arch.num_params, "objective": objective,
-                          "plans": plans}, indent=2))
+                          "plans": plans, "warnings": warnings}, indent=2))
         return
     console.print(arch.summary())
     console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} x {steps} steps "

@@ -173,9 +173,13 @@ def parse_qwen(cfg, name):
     h, inter = base["hidden_size"], _get(cfg, "intermediate_size") // 2
     linears = _attention(h, base["num_heads"], base["num_heads"], base["head_dim"], qkv_bias=True, fused=True)
     linears += _gated_mlp(h, inter)
-    base["max_position_embeddings"] = cfg.get("seq_length", base["max_position_embeddings"])
+    # seq_length is the pretraining length; max_position_embeddings is what dynamic NTK scaling serves
+    # (Qwen-14B: 2048 and 8192). The larger is the limit, the smaller only a reason to warn.
+    trained = cfg.get("seq_length") or base["max_position_embeddings"]
+    base["max_position_embeddings"] = max(trained, base["max_position_embeddings"])
     rotary = int(base["head_dim"] * cfg.get("rotary_pct", 1.0))
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=rotary,
+                     trained_seq_len=trained if trained < base["max_position_embeddings"] else 0,
                      attention_dropout=cfg.get("attn_dropout_prob", 0.0), hidden_dropout=cfg.get("hidden_dropout", 0.0))
 
 
