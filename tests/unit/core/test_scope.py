@@ -88,3 +88,9 @@ def test_the_cli_prints_the_reason(tmp_path):
     result = CliRunner().invoke(app, ["memory", str(path)])
     assert result.exit_code == 2
     assert "encoder-decoder" in result.output
+
+
+def test_the_profiled_path_is_not_taken_for_an_out_of_scope_model():
+    # The profiled path builds any model transformers knows; T5 is one, but not one Frenzy plans.
+    with pytest.raises(InvalidConfigError, match="t5 is an encoder-decoder model"):
+        arch_from_config(dict(T5_SMALL), "m", profiled=True)
