@@ -38,7 +38,7 @@ def assert_placement_respected(job):
 def test_bad_specs_get_4xx_and_nothing_is_queued(client):
     cases = [({"model": "lama-3.2-1b"}, 422, "Did you mean"),
              ({"model": TINY, "global_batch": 6, "micro_batch": 4}, 422, "not divisible"),
-             ({"model": TINY, "seq_len": 4096}, 422, "exceeds the 2048 positions"),
+             ({"model": "gpt2", "seq_len": 4096}, 422, "exceeds the 1024 positions"),  # learned positions
              ({"model": TINY, "gpus": 2}, 422, "chosen by Frenzy"),
              ({"model": "meta-llama/Llama-3.1-8B", "global_batch": 8, "seq_len": 1024}, 409, "add nodes")]
     before = len(client.jobs())

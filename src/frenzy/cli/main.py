@@ -17,7 +17,7 @@ from frenzy.cli.options import (
 from frenzy.cli.render import memory_table, plans_table
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
-from frenzy.core.job import JobSpec
+from frenzy.core.job import JobSpec, context_warning
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.units import gib
 
@@ -44,6 +44,14 @@ def _root(gpu_catalog: GpuCatalog = None) -> None:
     # Reset on every invocation: the flag here (or $FRENZY_GPU_CATALOG) applies to every subcommand,
     # and a command's own --gpu-catalog overrides it.
     catalog.use_gpu_catalog(gpu_catalog)
+
+
+def _warnings(job: JobSpec) -> list[str]:
+    """What may hurt the job without stopping it, printed on stderr so stdout stays one JSON object."""
+    found = [w for w in (context_warning(job),) if w]
+    for warning in found:
+        typer.echo(f"warning: {warning}", err=True)
+    return found
 
 
 def _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout=0.0):
@@ -94,11 +102,12 @@ def memory(
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
+    warnings = _warnings(job)
     result = results["trace"] if trace and not compare else results["MARP"]
     fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
     if as_json:
         out = {"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
-               "plan": plan.describe(), **result.to_json()}
+               "plan": plan.describe(), **result.to_json(), "warnings": warnings}
         if compare:
             out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
@@ -171,6 +180,7 @@ def plan(
         choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=rank_key(objective, job))
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
+    warnings = _warnings(job)
     if as_json:
         from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
 
@@ -178,7 +188,7 @@ def plan(
                       predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
         print(json.dumps({"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
                           "notes": plan_notes(job), "objective": objective, "plans": plans,
-                          "gpu_notes": _notes(choices)}, indent=2))
+                          "gpu_notes": _notes(choices), "warnings": warnings}, indent=2))
         return
     console.print(arch.summary())
     for note in plan_notes(job):
@@ -203,8 +213,14 @@ def models() -> None:
     from rich.table import Table
 
     table = Table("model", "family", "params", "layers", "hidden", "heads/kv", "vocab")
+    from frenzy.core.errors import InvalidConfigError
+
     for name in catalog.model_names():
-        a = load_model(name)
+        try:
+            a = load_model(name)
+        except InvalidConfigError:  # a config bundled ahead of its parser still gets listed
+            table.add_row(name, str(catalog.model_config(name).get("model_type")), "-", "-", "-", "-", "-")
+            continue
         table.add_row(name, a.family, f"{a.num_params / 1e9:.2f}B", str(a.num_layers), str(a.hidden_size),
                       f"{a.num_heads}/{a.num_kv_heads}", str(a.vocab_size))
     console.print(table)

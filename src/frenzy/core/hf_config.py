@@ -173,9 +173,13 @@ def parse_qwen(cfg, name):
     h, inter = base["hidden_size"], _get(cfg, "intermediate_size") // 2
     linears = _attention(h, base["num_heads"], base["num_heads"], base["head_dim"], qkv_bias=True, fused=True)
     linears += _gated_mlp(h, inter)
-    base["max_position_embeddings"] = cfg.get("seq_length", base["max_position_embeddings"])
+    # seq_length is the pretraining length; max_position_embeddings is what dynamic NTK scaling serves
+    # (Qwen-14B: 2048 and 8192). The larger is the limit, the smaller only a reason to warn.
+    trained = cfg.get("seq_length") or base["max_position_embeddings"]
+    base["max_position_embeddings"] = max(trained, base["max_position_embeddings"])
     rotary = int(base["head_dim"] * cfg.get("rotary_pct", 1.0))
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=rotary,
+                     trained_seq_len=trained if trained < base["max_position_embeddings"] else 0,
                      attention_dropout=cfg.get("attn_dropout_prob", 0.0), hidden_dropout=cfg.get("hidden_dropout", 0.0))
 
 
@@ -330,6 +334,9 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
 def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArch:
     """The ModelArch of a config: from the family's parser, or (no parser, or `profiled`) from the
     model's module tree with activations profiled by the tracer (frenzy.core.generic)."""
+    from frenzy.core.scope import require_causal_lm
+
+    require_causal_lm(cfg, name, supported=PARSERS)  # encoder, encoder-decoder and SSM models: why not, and what instead
     if profiled:
         return generic_arch(cfg, name)
     model_type = cfg.get("model_type")
@@ -347,9 +354,11 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
 
 
 def load_config(name_or_path: str) -> tuple[Config, str]:
-    """A catalog name (repo id or alias) or a path to a config.json (or a folder holding one)
-    -> (the raw HF config dict, the model's display name)."""
-    from frenzy.core import catalog
+    """A catalog name (repo id or alias), a repo id in the local Hugging Face cache, a post-training
+    variant of a catalog model (`...-Instruct`: its base's config), or a path to a config.json (or a
+    folder holding one) -> (the raw HF config dict, the model's display name)."""
+    from frenzy.core import catalog, hf_cache
+    from frenzy.core.errors import UnknownNameError
 
     path = Path(name_or_path)
     if path.is_dir():
@@ -364,7 +373,16 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")
         return cfg, cfg.get("_name_or_path") or path.parent.name or path.stem
-    repo_id = catalog.canonical_model_name(name_or_path)
+    try:
+        repo_id = catalog.canonical_model_name(name_or_path, variants=False)
+    except UnknownNameError:
+        # The model's own downloaded config beats assuming a fine-tune kept its base's architecture.
+        typed = name_or_path.strip()
+        cached = hf_cache.read_cached_config(typed)
+        if cached is not None:
+            return cached, typed
+        base = catalog.canonical_model_name(typed)  # a post-training variant of a catalog model, or the error
+        return catalog.model_config(base), typed
     return catalog.model_config(repo_id), repo_id
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from frenzy.core.errors import InvalidConfigError
-from frenzy.core.model import ModelArch
+from frenzy.core.model import ModelArch, Positions
 from frenzy.core.training import TrainingConfig
 
 
@@ -24,13 +24,36 @@ class JobSpec:
             raise ValueError(f"global_batch must be >= 1, got {self.global_batch}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.seq_len > self.model.max_position_embeddings:
+        # A learned position table has max_position_embeddings rows and nothing past them. Rotary and
+        # ALiBi positions are computed, so a longer sequence runs (and its memory is what we predict);
+        # whether the model is any good there is a quality question, answered by context_warning.
+        if self.model.positions is Positions.LEARNED and self.seq_len > self.model.max_position_embeddings:
             raise InvalidConfigError(
                 f"sequence length {self.seq_len} exceeds the {self.model.max_position_embeddings} positions "
-                f"{self.model.name} supports; use --seq <= {self.model.max_position_embeddings} or a "
-                "longer-context model"
+                f"{self.model.name} supports (its position embeddings are a learned table); use --seq <= "
+                f"{self.model.max_position_embeddings} or a longer-context model"
             )
 
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+
+def context_warning(job: JobSpec) -> str | None:
+    """Why the job's sequence length may hurt model quality (never memory), or None.
+
+    Rotary and ALiBi models accept any length, but were trained up to max_position_embeddings (and
+    Qwen v1 only up to seq_length, reaching further through dynamic NTK scaling). Callers print this
+    on stderr and return it in JSON `warnings`; the job itself is valid.
+    """
+    model, seq = job.model, job.seq_len
+    kind = "ALiBi" if model.positions is Positions.ALIBI else "rotary"
+    if seq > model.max_position_embeddings:
+        return (f"{model.name} was trained on at most {model.max_position_embeddings} positions; at {seq} tokens its "
+                f"{kind} positions extrapolate. Memory is predicted for {seq}, but expect worse quality unless "
+                "the config's rope_scaling extends the context or a longer-context model is used")
+    if model.trained_seq_len and seq > model.trained_seq_len:
+        return (f"{model.name} was pretrained on {model.trained_seq_len}-token sequences and reaches "
+                f"{model.max_position_embeddings} through rope scaling; training at {seq} tokens works, "
+                "but starts from a model that has not seen sequences that long")
+    return None

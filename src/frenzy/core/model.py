@@ -108,6 +108,9 @@ class ModelArch:
     # layers): their parameters beyond `num_layers` common layers, nn.Linear projections apart.
     irregular_linear_params: int = 0
     irregular_other_params: int = 0
+    # Pretraining length where the config states one shorter than max_position_embeddings, which rope
+    # scaling (Qwen v1's dynamic NTK) reaches beyond it; 0 = not stated. Only warnings read it.
+    trained_seq_len: int = 0
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:

@@ -7,7 +7,7 @@ import pytest
 
 from frenzy.core import catalog
 from frenzy.core.errors import UnknownNameError
-from frenzy.core.hf_config import load_model
+from frenzy.core.hf_config import PARSERS, load_model
 from tests.conftest import DATA
 
 PUBLISHED = list(csv.DictReader((DATA / "published_param_counts.csv").open()))
@@ -29,6 +29,11 @@ def test_every_catalog_model_has_a_published_count():
 
 @pytest.mark.parametrize("row", PUBLISHED, ids=[r["model"] for r in PUBLISHED])
 def test_parameter_count_matches_published(row):
+    model_type = catalog.model_config(row["model"]).get("model_type")
+    if model_type not in PARSERS:
+        # No formula parser (the profiled path counts these from the module tree, which is what
+        # test_catalog_meta_counts checks against the published figures, text-only or whole as each row says).
+        pytest.skip(f"no formula parser for model_type {model_type}; see test_catalog_meta_counts")
     arch = load_model(row["model"])
     counted = arch.num_params
     if row["counts_tied_head_twice"] == "1":  # the checkpoint stores the tied LM head a second time

@@ -11,6 +11,7 @@ from pathlib import Path
 from frenzy.core.errors import UnknownNameError
 from frenzy.core.gpu import GpuType
 from frenzy.core.gpu_catalog import load_gpu_types
+from frenzy.core.model_names import architecture_key, variant_table
 from frenzy.core.names import closest_names
 
 _HERE = resources.files(__name__)
@@ -115,8 +116,21 @@ def model_names() -> list[str]:
     return sorted(_model_files())
 
 
-def canonical_model_name(name: str) -> str:
-    return canonical_name("model", name, _model_aliases(), "frenzy models")
+@cache
+def _model_variants() -> dict[str, str]:
+    return variant_table(_model_aliases())
+
+
+def canonical_model_name(name: str, *, variants: bool = True) -> str:
+    """The catalog repo id for `name`. With `variants`, a name the catalog does not hold that is a
+    post-training variant of one it does (`Qwen/Qwen2.5-7B-Instruct`, `gemma-3-4b-it`) answers to
+    that base model (frenzy.core.model_names); unknown names get "did you mean" suggestions."""
+    table = _model_aliases()
+    if variants and _key(name) not in table:
+        base = _model_variants().get(architecture_key(_key(name)))
+        if base is not None:
+            return base
+    return canonical_name("model", name, table, "frenzy models")
 
 
 def model_config(name: str) -> dict:
