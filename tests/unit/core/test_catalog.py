@@ -31,9 +31,10 @@ def test_every_catalog_model_has_a_published_count():
 def test_parameter_count_matches_published(row):
     model_type = catalog.model_config(row["model"]).get("model_type")
     if model_type not in PARSERS:
-        # No formula parser (the profiled path counts these from the module tree, which is what
-        # test_catalog_meta_counts checks against the published figures, text-only or whole as each row says).
-        pytest.skip(f"no formula parser for model_type {model_type}; see test_catalog_meta_counts")
+        pytest.importorskip("transformers", reason="a family without a parser is counted from its module tree")
+        if "whole checkpoint" in row["source"]:
+            # Frenzy plans the language model; test_catalog_meta_counts checks the whole checkpoint
+            pytest.skip(f"{row['model']}: the published total includes the vision encoder")
     arch = load_model(row["model"])
     counted = arch.num_params
     if row["counts_tied_head_twice"] == "1":  # the checkpoint stores the tied LM head a second time
