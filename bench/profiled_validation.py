@@ -28,11 +28,12 @@ HELD_BACK = ("baidu--ERNIE-4.5-0.3B-PT", "LGAI-EXAONE--EXAONE-4.0-1.2B", "ByteDa
              "swiss-ai--Apertus-8B-2509", "allenai--Olmo-3-1025-7B")
 # Formula families, predicted both ways on the same rows.
 FORMULA = ("meta-llama/Llama-3.2-1B", "Qwen/Qwen3-0.6B", "mistralai/Mistral-7B-v0.1", "google/gemma-2-2b")
-SETTINGS = (dict(precision="bf16", mb=2, seq=1024),
+SETTINGS = (dict(precision="bf16", mb=4, seq=2048),
             dict(precision="bf16-mixed", mb=1, seq=2048),
             dict(precision="bf16", method="lora", targets=("all-linear",), mb=2, seq=2048),
             dict(precision="bf16", method="qlora", mb=1, seq=4096),
-            dict(precision="bf16", recompute="full", mb=4, seq=2048))
+            dict(precision="bf16", recompute="full", mb=8, seq=4096),
+            dict(precision="bf16", method="lora", attention="eager", mb=1, seq=1024))
 
 
 def cases(quick: bool) -> list[tuple[str, Case]]:

@@ -7,27 +7,16 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from frenzy.core.generic import text_config
 from frenzy.train.config import WorkerConfig
-
-# Normalised projection names -> module names per family (LoRA targets, tensor-parallel styles).
-PROJECTIONS: dict[str, dict[str, list[str]]] = {
-    "llama": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"], "gate": ["gate_proj"],
-              "up": ["up_proj"], "down": ["down_proj"]},
-    "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"], "up": ["c_fc"],
-             "down": ["mlp.c_proj"]},
-    "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
-                 "o": ["attention.dense"], "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]},
-    "opt": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc1"], "down": ["fc2"]},
-}
-for _fam in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"):
-    PROJECTIONS[_fam] = PROJECTIONS["llama"]
-
 
 def build_model(cfg: WorkerConfig) -> nn.Module:
     """From the job's config: local weights if the spec points to a folder, else random init."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    raw = {k: v for k, v in cfg.hf_config.items() if k not in ("architectures", "_name_or_path", "auto_map")}
+    # a multimodal config trains its language model (Gemma 3, Llama 4: text_config), as MARP plans it
+    raw = {k: v for k, v in text_config(cfg.hf_config).items()
+           if k not in ("architectures", "_name_or_path", "auto_map")}
     model_type = raw.pop("model_type")
     config = AutoConfig.for_model(model_type, **raw)
     config._attn_implementation = "sdpa"
@@ -48,16 +37,19 @@ def build_model(cfg: WorkerConfig) -> nn.Module:
 
 
 def _lora(model: nn.Module, cfg: WorkerConfig) -> nn.Module:
+    """Adapters on the projections MARP counts: the same module names the tracer adapts."""
     from peft import LoraConfig, get_peft_model
 
-    table = PROJECTIONS.get(cfg.family)
-    targets = set(cfg.lora_targets)
-    if table is None or "all-linear" in targets:
-        modules: list[str] | str = "all-linear"
-    else:
-        modules = sorted({name for t in targets for name in table.get(t, [])}) or "all-linear"
-    return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
-                                            target_modules=modules, task_type="CAUSAL_LM"))
+    from frenzy.core.training import ALL_LINEAR, TrainingConfig
+    from frenzy.memory.trace.build import lora_modules, projections_only
+
+    named = tuple(cfg.lora_targets) or (ALL_LINEAR,)  # none named: every projection, as before
+    targets = TrainingConfig(lora_targets=named).trainable_targets
+    modules = lora_modules(model, model.config.model_type, targets)
+    with projections_only():
+        return get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
+                                                target_modules=modules, task_type="CAUSAL_LM",
+                                                fan_in_fan_out=model.config.model_type == "gpt2"))
 
 
 def device_mesh(cfg: WorkerConfig, device: str) -> DeviceMesh:

@@ -14,7 +14,7 @@ sizes divided by tp with head_dim pinned, for llama-style families only.
 from __future__ import annotations
 
 import math
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import nn
@@ -220,12 +220,27 @@ def _replace_module(self, parent, child_name, new_module, child) -> None:
     setattr(parent, child_name, new_module)  # peft's version then moves it to the device: not needed
 
 
-def _peft_v5_conversion():
+@contextmanager
+def projections_only():
+    """peft re-targets v4-era names (down_proj ...) at transformers 5's fused expert tensors; Frenzy
+    adapts nn.Linear projections only (what MARP counts), so that conversion is left out while
+    adapters are added (by the tracer and by the training worker alike)."""
     try:
         from peft.utils import transformers_weight_conversion
     except ImportError:  # a peft without transformers-5 conversions
-        return None
-    return transformers_weight_conversion
+        yield
+        return
+    with setattr_during(transformers_weight_conversion, "convert_peft_config_for_transformers",
+                        lambda *args, **kwargs: None):
+        yield
+
+
+def lora_modules(model: nn.Module, kind: str, targets: frozenset[str]) -> list[str]:
+    """peft target module names for normalised targets: the family's table, else the projections
+    whose names answer to them (generic_lora_modules)."""
+    if kind in LORA_MODULES:
+        return lora_target_modules(kind, targets)
+    return generic_lora_modules(model, targets)
 
 
 def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Module:
@@ -235,11 +250,7 @@ def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Mod
 
     from frenzy.memory.trace.qlora import quantize_base_layers
 
-    kind = model_type(cfg)
-    if kind in LORA_MODULES:
-        modules = lora_target_modules(kind, training.trainable_targets)
-    else:
-        modules = generic_lora_modules(model, training.trainable_targets)
+    modules = lora_modules(model, model_type(cfg), training.trainable_targets)
     config = LoraConfig(r=training.lora_rank, target_modules=modules, lora_dropout=0.0, task_type="CAUSAL_LM",
                         fan_in_fan_out=model_type(cfg) == "gpt2")  # GPT-2's Conv1D stores weights in x out
     # peft moves each adapter to its base layer's device and dtype with Module.to(), which swaps
@@ -249,12 +260,7 @@ def _apply_lora(model: nn.Module, cfg: dict, training: TrainingConfig) -> nn.Mod
         stack.enter_context(setattr_during(BaseTunerLayer, "_move_adapter_to_device_of_base_layer",
                                            lambda self, *args, **kwargs: None))
         stack.enter_context(setattr_during(LoraModel, "_replace_module", _replace_module))
-        # peft re-targets v4-era names (down_proj ...) at transformers 5's fused expert tensors; Frenzy
-        # adapts nn.Linear projections only (what MARP counts), so that conversion is left out
-        conversion = _peft_v5_conversion()
-        if conversion is not None:
-            stack.enter_context(setattr_during(conversion, "convert_peft_config_for_transformers",
-                                               lambda *args, **kwargs: None))
+        stack.enter_context(projections_only())
         model = get_peft_model(model, config, autocast_adapter_dtype=False)
     adapter_dtype = param_dtype(training.precision)
     for param in model.parameters():
