@@ -166,6 +166,33 @@ def parse_qwen2_moe(cfg, name):
                      shared_expert_size=shared)
 
 
+def _refuse_dense_layers(cfg: Config, name: str) -> None:
+    if cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1:
+        raise InvalidConfigError(f"{name}: {cfg['model_type']} with dense layers (mlp_only_layers/decoder_sparse_step) "
+                                 "is not supported; use a config where every layer is sparse")
+
+
+def _experts(cfg: Config) -> int:
+    """Routed experts per layer; transformers maps `num_experts` and `num_local_experts` onto each other for
+    Qwen3-MoE, Mixtral, OLMoE and PhiMoE, so a config may spell it either way."""
+    return _get(cfg, "num_experts", "num_local_experts")
+
+
+def parse_qwen3_moe(cfg, name):
+    """Qwen3-MoE: Qwen3 attention (per-head q/k RMSNorm, no bias) and a sparse block of routed experts
+    only (no shared expert); the router's top-k weights are renormalised when `norm_topk_prob`."""
+    _refuse_dense_layers(cfg, name)
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "moe_intermediate_size")
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"], qk_norm=True,
+                     num_experts=_experts(cfg), experts_per_token=_get(cfg, "num_experts_per_tok"),
+                     sliding_window=int(cfg.get("sliding_window") or 0) if cfg.get("use_sliding_window") else 0,
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
 def parse_qwen(cfg, name):
     """Qwen v1 (QWenLMHeadModel): `intermediate_size` is twice the width of w1 and w2."""
     base = _common(cfg, name)
@@ -310,6 +337,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "qwen2": parse_qwen2,
     "qwen2_moe": parse_qwen2_moe,
     "qwen3": parse_qwen3,
+    "qwen3_moe": parse_qwen3_moe,
     "qwen": parse_qwen,
     "gpt2": parse_gpt2,
     "gpt_neox": parse_gpt_neox,

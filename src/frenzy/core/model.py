@@ -73,7 +73,8 @@ class ModelArch:
     norm: Norm = Norm.RMS
     norm_bias: bool = False
     norms_per_layer: int = 2
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    qk_norm: bool = False  # RMSNorm on q and k: per head (Qwen3), or over the whole projection (below)
+    qk_norm_full_width: bool = False  # q/k norms span all heads (OLMoE): weights q_dim + kv_dim wide
     mlp_gated: bool = True  # SwiGLU/GeGLU (3 matrices) vs plain GELU MLP (2)
     activation: str = "silu"
     parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Phi, Falcon)
@@ -132,7 +133,9 @@ class ModelArch:
     def layer_extra_params(self) -> int:
         """Per-layer parameters outside the projections: norms, router, shared-expert gate."""
         extra = self.norms_per_layer * self.norm_params
-        if self.qk_norm:
+        if self.qk_norm_full_width:
+            extra += (self.num_heads + self.num_kv_heads) * self.head_dim
+        elif self.qk_norm:
             extra += 2 * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router

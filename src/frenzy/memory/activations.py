@@ -120,6 +120,21 @@ def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
     return 4 * h + normalised * h + 4
 
 
+def qk_norm_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, which: set[str]) -> int:
+    """RMSNorm on the q and/or k projection output (`which`), bytes per token. Qwen3 normalises each
+    head (head_dim wide), OLMoE the whole projection (`qk_norm_full_width`). Like the layer norms it
+    keeps its fp32 upcast input and an fp32 rstd per normalised row; the normalised 16-bit tensor
+    its weight multiplies only when the weight trains (full fine-tuning)."""
+    widths = {"q": arch.num_heads // plan.tp, "k": max(arch.num_kv_heads // plan.tp, 1)}
+    normalised = training.precision.compute_bytes if training.method is Method.FULL else 0
+    total = 0
+    for name in which:
+        heads = widths[name]
+        rows = 1 if arch.qk_norm_full_width else heads
+        total += (4 + normalised) * heads * arch.head_dim + 4 * rows
+    return total
+
+
 def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     """Bytes per attention score that eager attention keeps: the softmax output (fp32 when the model
     or autocast upcasts it) and the compute-dtype tensor that multiplies v. Without dropout that is
@@ -170,8 +185,8 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     fused = any(lin.name == "qkv" for lin in arch.linears)
     kernel = attention_kernel(arch, training)
     items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
-    if arch.qk_norm:  # Qwen3: per-head RMSNorm on q and k keeps fp32 inputs and normalised outputs
-        items["qk_norm"] = (4 + c) * (q_dim + kv_dim)
+    if arch.qk_norm:
+        items["qk_norm"] = qk_norm_saved(arch, training, plan, {"q", "k"})
     # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
     if fused and arch.rotary_dim and not _frozen_outputs_fp32(arch, training):
@@ -391,6 +406,8 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
     if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
         return 0
     unsaved = norm_saved(arch, training)
+    if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad
+        unsaved += qk_norm_saved(arch, training, plan, {"q", "k"} - training.trainable_targets)
     if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
         unsaved += norm_saved(arch, training)  # the MLP's norm reads the layer input too
     if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:
