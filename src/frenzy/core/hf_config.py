@@ -149,6 +149,12 @@ def parse_mixtral(cfg, name):
                      sliding_window=_sliding_window(cfg))
 
 
+def _qwen_router(cfg: Config) -> dict:
+    """Qwen-MoE and OLMoE routers renormalise the top-k weights only when `norm_topk_prob` (default
+    false) and cast them to the router logits' dtype."""
+    return dict(router_norm_topk=bool(cfg.get("norm_topk_prob", False)), router_weights_fp32=False)
+
+
 def parse_qwen2_moe(cfg, name):
     base = _common(cfg, name)
     h = base["hidden_size"]
@@ -163,7 +169,7 @@ def parse_qwen2_moe(cfg, name):
                     for lin in _gated_mlp(h, shared)]
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
                      num_experts=_get(cfg, "num_experts"), experts_per_token=_get(cfg, "num_experts_per_tok"),
-                     shared_expert_size=shared)
+                     shared_expert_size=shared, **_qwen_router(cfg))
 
 
 def _refuse_dense_layers(cfg: Config, name: str) -> None:
@@ -188,8 +194,26 @@ def parse_qwen3_moe(cfg, name):
     linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
     linears += _gated_mlp(h, inter, per_expert=True)
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"], qk_norm=True,
-                     num_experts=_experts(cfg), experts_per_token=_get(cfg, "num_experts_per_tok"),
+                     num_experts=_experts(cfg), experts_per_token=_get(cfg, "num_experts_per_tok"), **_qwen_router(cfg),
                      sliding_window=int(cfg.get("sliding_window") or 0) if cfg.get("use_sliding_window") else 0,
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
+def parse_olmoe(cfg, name):
+    """OLMoE: RMSNorm on q and k over the whole projection (hidden and kv-heads x head_dim wide, not per
+    head), 64 routed experts with top-k weights left unnormalised by default (`norm_topk_prob`)."""
+    if cfg.get("clip_qkv") is not None:
+        raise InvalidConfigError(f"{name}: olmoe with clip_qkv (in-place clamping of q, k, v) is not supported; "
+                                 "use a config with clip_qkv null")
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    base["head_dim"] = h // base["num_heads"]  # OLMoE sizes its q/k norms from hidden / heads
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                     qk_norm=True, qk_norm_full_width=True, num_experts=_experts(cfg),
+                     experts_per_token=_get(cfg, "num_experts_per_tok"), **_qwen_router(cfg),
                      attention_dropout=cfg.get("attention_dropout", 0.0))
 
 
@@ -338,6 +362,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "qwen2_moe": parse_qwen2_moe,
     "qwen3": parse_qwen3,
     "qwen3_moe": parse_qwen3_moe,
+    "olmoe": parse_olmoe,
     "qwen": parse_qwen,
     "gpt2": parse_gpt2,
     "gpt_neox": parse_gpt_neox,

@@ -17,6 +17,13 @@ class Positions(Enum):
     ALIBI = "alibi"
 
 
+class Router(Enum):
+    """How an MoE layer picks its experts, which decides what routing keeps for backward."""
+
+    SOFTMAX_TOPK = "softmax_topk"  # softmax over the experts, then top-k (Mixtral, Qwen-MoE, OLMoE)
+    SPARSEMIXER = "sparsemixer"  # PhiMoE: two masked softmaxes, each sampled in training
+
+
 class TpSplit(Enum):
     COLUMN = "column"  # output features sharded (q, k, v, gate, up)
     ROW = "row"  # input features sharded (o, down); bias replicated
@@ -89,6 +96,10 @@ class ModelArch:
     num_experts: int = 0  # 0 = dense
     experts_per_token: int = 0
     shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
+    router: Router = Router.SOFTMAX_TOPK
+    router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
+    router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
+    router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     logit_softcap: float = 0.0

@@ -25,7 +25,7 @@ from __future__ import annotations
 from enum import Enum
 from functools import lru_cache
 
-from frenzy.core.model import ModelArch, Norm
+from frenzy.core.model import ModelArch, Norm, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
 
@@ -283,10 +283,10 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
         # with frozen experts only the shared expert's adapters keep the norm output
         "mlp_input": k * e * h if experts_train else _input_saves(arch, training, {"gate", "up"}, h),
-        # the router's fp32 softmax over E experts, its int64 indices and fp32 weights per choice,
-        # and, when the router trains, its input: an autocast copy of the norm output, or in pure
-        # precision the norm output itself, which every reader shares (counted here once)
-        "router": 4 * arch.num_experts + 40 * k + 4 + ((cast or c) * h if experts_train else 0),
+        # routing (router_saved) and, when the router trains, its input: an autocast copy of the
+        # norm output, or in pure precision the norm output itself, which every reader shares
+        # (counted here once; a LayerNorm keeps its input, not its output)
+        "router": router_saved(arch, training) + ((cast or c) * h if experts_train else 0),
         "mlp_body": k * (expert * e // c + e * h),
     }
     if arch.shared_expert_size:
@@ -297,6 +297,30 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
         items["mlp_body"] += 3 * cast * h if experts_train else 0
     return items
+
+
+def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
+    """Routing, bytes per token. Every router leaves four int64 indices per choice for backward (its
+    top-k or sampled index, and grouped-mm's sort permutation, gather index and inverse permutation)
+    and the routing weight per choice that scales each expert's output.
+
+    Softmax-then-top-k: the fp32 softmax over the E experts; renormalising the top-k in place
+    (`norm_topk_prob`) keeps a clone of the k values and their sum; the weights stay fp32 (Mixtral)
+    or are cast to the logits' dtype (Qwen-MoE, OLMoE).
+    PhiMoE's sparsemixer picks two experts, each from a masked softmax: per pick the bool mask, the
+    softmax output (fp32 under autocast, which runs softmax in fp32) and the picked probability its
+    custom backward keeps. In training it also scales the normalised input by uniform noise twice,
+    in place, and each multiplication keeps its noise (the LayerNorm output's dtype: fp32 under autocast).
+    """
+    c, experts, k = training.precision.compute_bytes, arch.num_experts, arch.experts_per_token
+    index = 32 * k
+    if arch.router is Router.SPARSEMIXER:
+        s = 4 if training.precision.is_mixed else c
+        jitter = 2 * s * arch.hidden_size if arch.router_input_jitter else 0
+        return index + k * (experts + s * experts + 2 * s) + jitter
+    weights = 4 if arch.router_weights_fp32 else c
+    norm = 4 * k + 4 if arch.router_norm_topk else 0
+    return 4 * experts + index + weights * k + norm
 
 
 def _norms_share_input(arch: ModelArch, training: TrainingConfig) -> bool:

@@ -125,6 +125,12 @@ SMALL_QWEN3_MOE = (("hidden_size", 512), ("moe_intermediate_size", 256), ("num_a
                    ("num_key_value_heads", 2), ("head_dim", 96), ("num_experts", 16), ("num_experts_per_tok", 4),
                    ("vocab_size", 32000), ("bos_token_id", None), ("eos_token_id", None))
 
+OLMOE = str(CONFIGS / "allenai--OLMoE-1B-7B-0924.json")
+# OLMoE shrunk: 16 routed experts top-4, multi-head attention, top-k weights left unnormalised.
+SMALL_OLMOE = (("hidden_size", 512), ("intermediate_size", 256), ("num_attention_heads", 8),
+               ("num_key_value_heads", 8), ("num_experts", 16), ("num_experts_per_tok", 4), ("vocab_size", 32000),
+               ("eos_token_id", None), ("pad_token_id", None))
+
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
           tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw"):
@@ -177,6 +183,12 @@ def _moe_cases() -> list[Case]:
         _case(QWEN3_MOE, precision="bf16", method="qlora", mb=4, **q3),
         _case(QWEN3_MOE, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, **q3),
         _case(QWEN3_MOE, precision="bf16", tp=2, mb=2, **q3),
+        _case(OLMOE, precision="bf16", mb=4, seq=1024, overrides=SMALL_OLMOE),
+        _case(OLMOE, mb=2, seq=1024, overrides=SMALL_OLMOE),
+        _case(OLMOE, method="lora", targets=("all-linear",), mb=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", method="qlora", mb=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", method="lora", attention="eager", mb=1, seq=1024, overrides=SMALL_OLMOE),
     ]
 
 
