@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from frenzy.core.errors import InvalidConfigError
-from frenzy.core.model import Linear, ModelArch, Norm, Positions, TpSplit
+from frenzy.core.model import Linear, ModelArch, Norm, Positions, Router, TpSplit
 
 Config = dict[str, Any]
 COL, ROW = TpSplit.COLUMN, TpSplit.ROW
@@ -217,6 +217,24 @@ def parse_olmoe(cfg, name):
                      attention_dropout=cfg.get("attention_dropout", 0.0))
 
 
+def parse_phimoe(cfg, name):
+    """PhiMoE (Phi-3.5-MoE): LayerNorms with bias, attention and LM-head biases, and top-2 experts
+    picked by sparsemixer (which always picks two), with jitter noise on the router input."""
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    if _get(cfg, "num_experts_per_tok", default=2) != 2:
+        raise InvalidConfigError(f"{name}: phimoe's sparsemixer routes every token to 2 experts; "
+                                 "set num_experts_per_tok to 2")
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                     norm=Norm.LAYER, norm_bias=True, lm_head_bias=bool(cfg.get("lm_head_bias", False)),
+                     num_experts=_experts(cfg), experts_per_token=2, router=Router.SPARSEMIXER,
+                     router_input_jitter=bool(cfg.get("input_jitter_noise")), sliding_window=int(cfg.get("sliding_window") or 0),
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
 def parse_qwen(cfg, name):
     """Qwen v1 (QWenLMHeadModel): `intermediate_size` is twice the width of w1 and w2."""
     base = _common(cfg, name)
@@ -363,6 +381,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "qwen3": parse_qwen3,
     "qwen3_moe": parse_qwen3_moe,
     "olmoe": parse_olmoe,
+    "phimoe": parse_phimoe,
     "qwen": parse_qwen,
     "gpt2": parse_gpt2,
     "gpt_neox": parse_gpt_neox,

@@ -371,13 +371,15 @@ def checkpointed_input_bytes(arch: ModelArch, training: TrainingConfig) -> int:
     16-bit matmul, so the stream stays 16-bit -- unless the fp32 output of a LayerNorm (autocast
     runs it in fp32) reaches it: BLOOM's embedding norm and post-LN layers (LayerNorm models without
     a final norm, OPT-350m) write the stream itself, and QLoRA's 4-bit layers return their input's
-    dtype (bitsandbytes `Linear4bit`), so an MLP fed by a LayerNorm adds an fp32 output."""
+    dtype (bitsandbytes `Linear4bit`), so an MLP fed by a LayerNorm adds an fp32 output, and so does
+    an MoE block (transformers casts the experts' sum back to its input's dtype: PhiMoE).
+    The first layer's input is the embedding itself, 16-bit (see `first_layer_unsaved_bytes_per_token`)."""
     if training.method is Method.FULL or not training.precision.is_mixed:
         return residual_bytes(training.precision)
     if arch.norm is not Norm.LAYER:
         return 2
     layer_norm_writes_stream = arch.embedding_norm or not arch.final_norm
-    return 4 if layer_norm_writes_stream or training.method is Method.QLORA else 2
+    return 4 if layer_norm_writes_stream or training.method is Method.QLORA or arch.is_moe else 2
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
@@ -426,8 +428,15 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
                                         seq: int) -> int:
     """With a frozen base (LoRA) the first layer's input does not require grad, so what only that
     input feeds keeps nothing: the first norm, and in parallel-residual layers the whole MLP branch
-    unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)"""
-    if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
+    unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)
+    Under full recomputation, when a LayerNorm's fp32 output only reaches the stream inside the
+    layers (not BLOOM's embedding norm), the first checkpoint is the 16-bit frozen embedding's output
+    while the others are fp32."""
+    if training.method is Method.FULL:
+        return 0
+    if plan.recompute is Recompute.FULL and checkpointed_input_bytes(arch, training) == 4 and not arch.embedding_norm:
+        return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
+    if plan.recompute is not Recompute.NONE:
         return 0
     unsaved = norm_saved(arch, training)
     if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad

@@ -131,6 +131,11 @@ SMALL_OLMOE = (("hidden_size", 512), ("intermediate_size", 256), ("num_attention
                ("num_key_value_heads", 8), ("num_experts", 16), ("num_experts_per_tok", 4), ("vocab_size", 32000),
                ("eos_token_id", None), ("pad_token_id", None))
 
+PHIMOE = str(CONFIGS / "microsoft--Phi-3.5-MoE-instruct.json")
+# Phi-3.5-MoE shrunk: 8 experts (sparsemixer top-2), GQA, its own 32064-entry vocabulary.
+SMALL_PHIMOE = (("hidden_size", 512), ("intermediate_size", 512), ("num_attention_heads", 8),
+                ("num_key_value_heads", 2), ("num_local_experts", 8))
+
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
           tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw"):
@@ -189,6 +194,12 @@ def _moe_cases() -> list[Case]:
         _case(OLMOE, precision="bf16", method="qlora", mb=4, overrides=SMALL_OLMOE),
         _case(OLMOE, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_OLMOE),
         _case(OLMOE, precision="bf16", method="lora", attention="eager", mb=1, seq=1024, overrides=SMALL_OLMOE),
+        _case(PHIMOE, precision="bf16", mb=4, seq=1024, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, mb=2, seq=1024, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="lora", targets=("all-linear",), mb=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="qlora", mb=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="lora", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, precision="bf16", tp=2, mb=4, seq=1024, overrides=SMALL_PHIMOE),
     ]
 
 
