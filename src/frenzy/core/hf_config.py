@@ -431,7 +431,7 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
             raise InvalidConfigError(f"{path} is not valid JSON ({exc}); pass a Hugging Face config.json") from exc
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")
-        return cfg, cfg.get("_name_or_path") or path.parent.name or path.stem
+        return cfg, cfg.get("_name_or_path") or (path.parent.name if path.name == "config.json" else "") or path.stem
     repo_id = catalog.canonical_model_name(name_or_path)
     return catalog.model_config(repo_id), repo_id
 
