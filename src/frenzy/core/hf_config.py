@@ -231,7 +231,8 @@ def parse_phimoe(cfg, name):
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
                      norm=Norm.LAYER, norm_bias=True, lm_head_bias=bool(cfg.get("lm_head_bias", False)),
                      num_experts=_experts(cfg), experts_per_token=2, router=Router.SPARSEMIXER,
-                     router_input_jitter=bool(cfg.get("input_jitter_noise")), sliding_window=int(cfg.get("sliding_window") or 0),
+                     router_input_jitter=bool(cfg.get("input_jitter_noise")),
+                     sliding_window=int(cfg.get("sliding_window") or 0),
                      attention_dropout=cfg.get("attention_dropout", 0.0))
 
 

@@ -16,7 +16,10 @@ for such a layer (tests/unit/memory/test_formulas.py). HF layers differ from Meg
   * frozen projections (LoRA) do not save their input: grad_input needs only the weight; each
     adapter keeps its own 16-bit copy of its input under autocast (peft's fp32 upcast, autocast's
     downcast) and B keeps A's r-wide output; bitsandbytes' 4-bit projections (QLoRA) return
-    their input's dtype, fp32 behind an autocast LayerNorm.
+    their input's dtype, fp32 behind an autocast LayerNorm;
+  * MoE blocks keep, per chosen expert, its gathered input, body and output, and the router its
+    indices and routing weights (`router_saved`: softmax-then-top-k or PhiMoE's sparsemixer);
+  * q/k norms (Qwen3 per head, OLMoE over the whole projection) keep what the layer norms keep.
 Everything here is bytes per token of one micro-batch on one tensor-parallel rank.
 """
 
