@@ -180,7 +180,7 @@ def _refuse_dense_layers(cfg: Config, name: str) -> None:
 
 def _experts(cfg: Config) -> int:
     """Routed experts per layer; transformers maps `num_experts` and `num_local_experts` onto each other for
-    Qwen3-MoE, Mixtral, OLMoE and PhiMoE, so a config may spell it either way."""
+    Qwen3-MoE and OLMoE (not for Qwen2-MoE or PhiMoE), so their configs may spell it either way."""
     return _get(cfg, "num_experts", "num_local_experts")
 
 
@@ -230,7 +230,7 @@ def parse_phimoe(cfg, name):
     linears += _gated_mlp(h, inter, per_expert=True)
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
                      norm=Norm.LAYER, norm_bias=True, lm_head_bias=bool(cfg.get("lm_head_bias", False)),
-                     num_experts=_experts(cfg), experts_per_token=2, router=Router.SPARSEMIXER,
+                     num_experts=_get(cfg, "num_local_experts"), experts_per_token=2, router=Router.SPARSEMIXER,
                      router_input_jitter=bool(cfg.get("input_jitter_noise")),
                      sliding_window=int(cfg.get("sliding_window") or 0),
                      attention_dropout=cfg.get("attention_dropout", 0.0))

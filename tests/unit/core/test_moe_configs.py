@@ -47,10 +47,12 @@ def test_counts_match_the_transformers_module_tree(name):
     assert load_model(str(CONFIGS / f"{name}.json")).num_params == sum(p.numel() for p in model.parameters())
 
 
-def test_qwen3_moe_reads_either_spelling_of_the_expert_count():
-    cfg = _config("Qwen--Qwen3-30B-A3B")
+@pytest.mark.parametrize(("name", "experts"), [("Qwen--Qwen3-30B-A3B", 128), ("allenai--OLMoE-1B-7B-0924", 64)])
+def test_either_spelling_of_the_expert_count(name, experts):
+    """transformers' Qwen3-MoE and OLMoE configs map num_local_experts and num_experts onto each other."""
+    cfg = _config(name)
     cfg["num_local_experts"] = cfg.pop("num_experts")
-    assert arch_from_config(cfg, "x").num_experts == 128
+    assert arch_from_config(cfg, name).num_experts == experts
 
 
 @pytest.mark.parametrize(("name", "change", "says"), [
