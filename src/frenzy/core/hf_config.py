@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import generic_arch
-from frenzy.core.model import Linear, ModelArch, Norm, Positions, TpSplit
+from frenzy.core.model import Linear, ModelArch, Norm, Positions, Router, TpSplit
 
 Config = dict[str, Any]
 COL, ROW = TpSplit.COLUMN, TpSplit.ROW
@@ -150,6 +150,12 @@ def parse_mixtral(cfg, name):
                      sliding_window=_sliding_window(cfg))
 
 
+def _qwen_router(cfg: Config) -> dict:
+    """Qwen-MoE and OLMoE routers renormalise the top-k weights only when `norm_topk_prob` (default
+    false) and cast them to the router logits' dtype."""
+    return dict(router_norm_topk=bool(cfg.get("norm_topk_prob", False)), router_weights_fp32=False)
+
+
 def parse_qwen2_moe(cfg, name):
     base = _common(cfg, name)
     h = base["hidden_size"]
@@ -164,7 +170,71 @@ def parse_qwen2_moe(cfg, name):
                     for lin in _gated_mlp(h, shared)]
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
                      num_experts=_get(cfg, "num_experts"), experts_per_token=_get(cfg, "num_experts_per_tok"),
-                     shared_expert_size=shared)
+                     shared_expert_size=shared, **_qwen_router(cfg))
+
+
+def _refuse_dense_layers(cfg: Config, name: str) -> None:
+    if cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1:
+        raise InvalidConfigError(f"{name}: {cfg['model_type']} with dense layers (mlp_only_layers/decoder_sparse_step) "
+                                 "is not supported; use a config where every layer is sparse")
+
+
+def _experts(cfg: Config) -> int:
+    """Routed experts per layer; transformers maps `num_experts` and `num_local_experts` onto each other for
+    Qwen3-MoE and OLMoE (not for Qwen2-MoE or PhiMoE), so their configs may spell it either way."""
+    return _get(cfg, "num_experts", "num_local_experts")
+
+
+def parse_qwen3_moe(cfg, name):
+    """Qwen3-MoE: Qwen3 attention (per-head q/k RMSNorm, no bias) and a sparse block of routed experts
+    only (no shared expert); the router's top-k weights are renormalised when `norm_topk_prob`."""
+    _refuse_dense_layers(cfg, name)
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "moe_intermediate_size")
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"], qk_norm=True,
+                     num_experts=_experts(cfg), experts_per_token=_get(cfg, "num_experts_per_tok"), **_qwen_router(cfg),
+                     sliding_window=int(cfg.get("sliding_window") or 0) if cfg.get("use_sliding_window") else 0,
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
+def parse_olmoe(cfg, name):
+    """OLMoE: RMSNorm on q and k over the whole projection (hidden and kv-heads x head_dim wide, not per
+    head), 64 routed experts with top-k weights left unnormalised by default (`norm_topk_prob`)."""
+    if cfg.get("clip_qkv") is not None:
+        raise InvalidConfigError(f"{name}: olmoe with clip_qkv (in-place clamping of q, k, v) is not supported; "
+                                 "use a config with clip_qkv null")
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    base["head_dim"] = h // base["num_heads"]  # OLMoE sizes its q/k norms from hidden / heads
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                     qk_norm=True, qk_norm_full_width=True, num_experts=_experts(cfg),
+                     experts_per_token=_get(cfg, "num_experts_per_tok"), **_qwen_router(cfg),
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
+def parse_phimoe(cfg, name):
+    """PhiMoE (Phi-3.5-MoE): LayerNorms with bias, attention and LM-head biases, and top-2 experts
+    picked by sparsemixer (which always picks two), with jitter noise on the router input."""
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    if _get(cfg, "num_experts_per_tok", default=2) != 2:
+        raise InvalidConfigError(f"{name}: phimoe's sparsemixer routes every token to 2 experts; "
+                                 "set num_experts_per_tok to 2")
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], qkv_bias=bias, o_bias=bias)
+    linears += _gated_mlp(h, inter, per_expert=True)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                     norm=Norm.LAYER, norm_bias=True, lm_head_bias=bool(cfg.get("lm_head_bias", False)),
+                     num_experts=_get(cfg, "num_local_experts"), experts_per_token=2, router=Router.SPARSEMIXER,
+                     router_input_jitter=bool(cfg.get("input_jitter_noise")),
+                     sliding_window=int(cfg.get("sliding_window") or 0),
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
 
 
 def parse_qwen(cfg, name):
@@ -315,6 +385,9 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "qwen2": parse_qwen2,
     "qwen2_moe": parse_qwen2_moe,
     "qwen3": parse_qwen3,
+    "qwen3_moe": parse_qwen3_moe,
+    "olmoe": parse_olmoe,
+    "phimoe": parse_phimoe,
     "qwen": parse_qwen,
     "gpt2": parse_gpt2,
     "gpt_neox": parse_gpt_neox,
@@ -372,7 +445,7 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
             raise InvalidConfigError(f"{path} is not valid JSON ({exc}); pass a Hugging Face config.json") from exc
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")
-        return cfg, cfg.get("_name_or_path") or path.parent.name or path.stem
+        return cfg, cfg.get("_name_or_path") or (path.parent.name if path.name == "config.json" else "") or path.stem
     try:
         repo_id = catalog.canonical_model_name(name_or_path, variants=False)
     except UnknownNameError:

@@ -17,6 +17,13 @@ class Positions(Enum):
     ALIBI = "alibi"
 
 
+class Router(Enum):
+    """How an MoE layer picks its experts, which decides what routing keeps for backward."""
+
+    SOFTMAX_TOPK = "softmax_topk"  # softmax over the experts, then top-k (Mixtral, Qwen-MoE, OLMoE)
+    SPARSEMIXER = "sparsemixer"  # PhiMoE: two masked softmaxes, each sampled in training
+
+
 class TpSplit(Enum):
     COLUMN = "column"  # output features sharded (q, k, v, gate, up)
     ROW = "row"  # input features sharded (o, down); bias replicated
@@ -73,7 +80,8 @@ class ModelArch:
     norm: Norm = Norm.RMS
     norm_bias: bool = False
     norms_per_layer: int = 2
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    qk_norm: bool = False  # RMSNorm on q and k: per head (Qwen3), or over the whole projection (below)
+    qk_norm_full_width: bool = False  # q/k norms span all heads (OLMoE): weights q_dim + kv_dim wide
     mlp_gated: bool = True  # SwiGLU/GeGLU (3 matrices) vs plain GELU MLP (2)
     activation: str = "silu"
     parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Phi, Falcon)
@@ -88,6 +96,10 @@ class ModelArch:
     num_experts: int = 0  # 0 = dense
     experts_per_token: int = 0
     shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
+    router: Router = Router.SOFTMAX_TOPK
+    router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
+    router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
+    router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     logit_softcap: float = 0.0
@@ -150,7 +162,9 @@ class ModelArch:
         if self.layer_other_params is not None:
             return self.layer_other_params
         extra = self.norms_per_layer * self.norm_params
-        if self.qk_norm:
+        if self.qk_norm_full_width:
+            extra += (self.num_heads + self.num_kv_heads) * self.head_dim
+        elif self.qk_norm:
             extra += 2 * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router

@@ -16,7 +16,10 @@ for such a layer (tests/unit/memory/test_formulas.py). HF layers differ from Meg
   * frozen projections (LoRA) do not save their input: grad_input needs only the weight; each
     adapter keeps its own 16-bit copy of its input under autocast (peft's fp32 upcast, autocast's
     downcast) and B keeps A's r-wide output; bitsandbytes' 4-bit projections (QLoRA) return
-    their input's dtype, fp32 behind an autocast LayerNorm.
+    their input's dtype, fp32 behind an autocast LayerNorm;
+  * MoE blocks keep, per chosen expert, its gathered input, body and output, and the router its
+    indices and routing weights (`router_saved`: softmax-then-top-k or PhiMoE's sparsemixer);
+  * q/k norms (Qwen3 per head, OLMoE over the whole projection) keep what the layer norms keep.
 Everything here is bytes per token of one micro-batch on one tensor-parallel rank.
 """
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 from enum import Enum
 from functools import lru_cache
 
-from frenzy.core.model import ModelArch, Norm
+from frenzy.core.model import ModelArch, Norm, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
 from frenzy.memory.profiled import activation_profile
@@ -121,6 +124,21 @@ def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
     return 4 * h + normalised * h + 4
 
 
+def qk_norm_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, which: set[str]) -> int:
+    """RMSNorm on the q and/or k projection output (`which`), bytes per token. Qwen3 normalises each
+    head (head_dim wide), OLMoE the whole projection (`qk_norm_full_width`). Like the layer norms it
+    keeps its fp32 upcast input and an fp32 rstd per normalised row; the normalised 16-bit tensor
+    its weight multiplies only when the weight trains (full fine-tuning)."""
+    widths = {"q": arch.num_heads // plan.tp, "k": max(arch.num_kv_heads // plan.tp, 1)}
+    normalised = training.precision.compute_bytes if training.method is Method.FULL else 0
+    total = 0
+    for name in which:
+        heads = widths[name]
+        rows = 1 if arch.qk_norm_full_width else heads
+        total += (4 + normalised) * heads * arch.head_dim + 4 * rows
+    return total
+
+
 def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     """Bytes per attention score that eager attention keeps: the softmax output (fp32 when the model
     or autocast upcasts it) and the compute-dtype tensor that multiplies v. Without dropout that is
@@ -171,8 +189,8 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     fused = any(lin.name == "qkv" for lin in arch.linears)
     kernel = attention_kernel(arch, training)
     items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
-    if arch.qk_norm:  # Qwen3: per-head RMSNorm on q and k keeps fp32 inputs and normalised outputs
-        items["qk_norm"] = (4 + c) * (q_dim + kv_dim)
+    if arch.qk_norm:
+        items["qk_norm"] = qk_norm_saved(arch, training, plan, {"q", "k"})
     # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
     if fused and arch.rotary_dim and not _frozen_outputs_fp32(arch, training):
@@ -269,10 +287,10 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
         # with frozen experts only the shared expert's adapters keep the norm output
         "mlp_input": k * e * h if experts_train else _input_saves(arch, training, {"gate", "up"}, h),
-        # the router's fp32 softmax over E experts, its int64 indices and fp32 weights per choice,
-        # and, when the router trains, its input: an autocast copy of the norm output, or in pure
-        # precision the norm output itself, which every reader shares (counted here once)
-        "router": 4 * arch.num_experts + 40 * k + 4 + ((cast or c) * h if experts_train else 0),
+        # routing (router_saved) and, when the router trains, its input: an autocast copy of the
+        # norm output, or in pure precision the norm output itself, which every reader shares
+        # (counted here once; a LayerNorm keeps its input, not its output)
+        "router": router_saved(arch, training) + ((cast or c) * h if experts_train else 0),
         "mlp_body": k * (expert * e // c + e * h),
     }
     if arch.shared_expert_size:
@@ -283,6 +301,30 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
         items["mlp_body"] += 3 * cast * h if experts_train else 0
     return items
+
+
+def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
+    """Routing, bytes per token. Every router leaves four int64 indices per choice for backward (its
+    top-k or sampled index, and grouped-mm's sort permutation, gather index and inverse permutation)
+    and the routing weight per choice that scales each expert's output.
+
+    Softmax-then-top-k: the fp32 softmax over the E experts; renormalising the top-k in place
+    (`norm_topk_prob`) keeps a clone of the k values and their sum; the weights stay fp32 (Mixtral)
+    or are cast to the logits' dtype (Qwen-MoE, OLMoE).
+    PhiMoE's sparsemixer picks two experts, each from a masked softmax: per pick the bool mask, the
+    softmax output (fp32 under autocast, which runs softmax in fp32) and the picked probability its
+    custom backward keeps. In training it also scales the normalised input by uniform noise twice,
+    in place, and each multiplication keeps its noise (the LayerNorm output's dtype: fp32 under autocast).
+    """
+    c, experts, k = training.precision.compute_bytes, arch.num_experts, arch.experts_per_token
+    index = 32 * k
+    if arch.router is Router.SPARSEMIXER:
+        s = 4 if training.precision.is_mixed else c
+        jitter = 2 * s * arch.hidden_size if arch.router_input_jitter else 0
+        return index + k * (experts + s * experts + 2 * s) + jitter
+    weights = 4 if arch.router_weights_fp32 else c
+    norm = 4 * k + 4 if arch.router_norm_topk else 0
+    return 4 * experts + index + weights * k + norm
 
 
 def _norms_share_input(arch: ModelArch, training: TrainingConfig) -> bool:
@@ -336,13 +378,15 @@ def checkpointed_input_bytes(arch: ModelArch, training: TrainingConfig) -> int:
     16-bit matmul, so the stream stays 16-bit -- unless the fp32 output of a LayerNorm (autocast
     runs it in fp32) reaches it: BLOOM's embedding norm and post-LN layers (LayerNorm models without
     a final norm, OPT-350m) write the stream itself, and QLoRA's 4-bit layers return their input's
-    dtype (bitsandbytes `Linear4bit`), so an MLP fed by a LayerNorm adds an fp32 output."""
+    dtype (bitsandbytes `Linear4bit`), so an MLP fed by a LayerNorm adds an fp32 output, and so does
+    an MoE block (transformers casts the experts' sum back to its input's dtype: PhiMoE).
+    The first layer's input is the embedding itself, 16-bit (see `first_layer_unsaved_bytes_per_token`)."""
     if training.method is Method.FULL or not training.precision.is_mixed:
         return residual_bytes(training.precision)
     if arch.norm is not Norm.LAYER:
         return 2
     layer_norm_writes_stream = arch.embedding_norm or not arch.final_norm
-    return 4 if layer_norm_writes_stream or training.method is Method.QLORA else 2
+    return 4 if layer_norm_writes_stream or training.method is Method.QLORA or arch.is_moe else 2
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
@@ -410,12 +454,23 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
     """With a frozen base (LoRA) the first layer's input does not require grad, so what only that
     input feeds keeps nothing: the first norm, and in parallel-residual layers the whole MLP branch
     unless the MLP carries adapters. (Under recomputation the checkpoint makes the input require grad.)
-    A profiled family's first layer is measured against the other layers of its kind."""
-    if arch.profile_key and plan.recompute is Recompute.NONE:
+    Under full recomputation, when a LayerNorm's fp32 output only reaches the stream inside the
+    layers (not BLOOM's embedding norm), the first checkpoint is the 16-bit frozen embedding's output
+    while the others are fp32. A profiled family's first layer is measured against the other layers
+    of its kind."""
+    if arch.profile_key:
+        if plan.recompute is not Recompute.NONE:
+            return 0
         return -round(activation_profile(arch, training, seq).first_layer_delta.at(seq))
-    if training.method is Method.FULL or plan.recompute is not Recompute.NONE:
+    if training.method is Method.FULL:
+        return 0
+    if plan.recompute is Recompute.FULL and checkpointed_input_bytes(arch, training) == 4 and not arch.embedding_norm:
+        return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
+    if plan.recompute is not Recompute.NONE:
         return 0
     unsaved = norm_saved(arch, training)
+    if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad
+        unsaved += qk_norm_saved(arch, training, plan, {"q", "k"} - training.trainable_targets)
     if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
         unsaved += norm_saved(arch, training)  # the MLP's norm reads the layer input too
     if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:

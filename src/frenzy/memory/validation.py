@@ -33,7 +33,7 @@ COMPARED_TERMS = ("weights", "gradients", "optimizer_state", "activations", "log
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
-    model: str  # catalog name
+    model: str  # catalog name, or a path to a config.json
     training: TrainingConfig
     plan: ParallelPlan
     seq_len: int
@@ -47,16 +47,16 @@ class Case:
         shrunk = f"[{self.layers}L]" if self.layers else ""
         extra = "".join(f" {k}={v}" for k, v in self.overrides)
         method = t.method.value + (f"-r{t.lora_rank}" if t.method.value != "full" else "")
-        return (f"{Path(self.model).stem if self.model.endswith('.json') else self.model}{shrunk}{extra} "
-                f"{t.precision.value} {method} {t.attention.value} "
+        model = Path(self.model).stem if self.model.endswith(".json") else self.model
+        return (f"{model}{shrunk}{extra} {t.precision.value} {method} {t.attention.value} "
                 f"{p.recompute.name.lower()} mb{p.micro_batch} s{self.seq_len} tp{p.tp}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
         if not self.layers and not self.overrides:
             return self.model
-        is_file = self.model.endswith(".json")
-        cfg = json.loads(Path(self.model).read_text()) if is_file else dict(catalog.model_config(self.model))
+        path = Path(self.model)
+        cfg = json.loads(path.read_text()) if path.suffix == ".json" else dict(catalog.model_config(self.model))
         if self.layers:
             for key in per_layer_keys(cfg):  # layer_types, no_rope_layers ...: the first layers' entries
                 cfg[key] = cfg[key][:self.layers]
@@ -122,6 +122,25 @@ SMALL_QWEN_MOE = (("hidden_size", 512), ("moe_intermediate_size", 256), ("shared
                   ("num_attention_heads", 8), ("num_key_value_heads", 8), ("num_experts", 16), ("num_experts_per_tok", 4),
                   ("vocab_size", 32000))
 
+# Config files of real models outside the catalog (tests/data/configs), shrunk like the catalog ones.
+CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "configs"
+QWEN3_MOE = str(CONFIGS / "Qwen--Qwen3-30B-A3B.json")
+# Qwen3-MoE shrunk: 16 routed experts top-4, GQA with head_dim wider than hidden / heads (as in 30B-A3B).
+SMALL_QWEN3_MOE = (("hidden_size", 512), ("moe_intermediate_size", 256), ("num_attention_heads", 8),
+                   ("num_key_value_heads", 2), ("head_dim", 96), ("num_experts", 16), ("num_experts_per_tok", 4),
+                   ("vocab_size", 32000), ("bos_token_id", None), ("eos_token_id", None))
+
+OLMOE = str(CONFIGS / "allenai--OLMoE-1B-7B-0924.json")
+# OLMoE shrunk: 16 routed experts top-4, multi-head attention, top-k weights left unnormalised.
+SMALL_OLMOE = (("hidden_size", 512), ("intermediate_size", 256), ("num_attention_heads", 8),
+               ("num_key_value_heads", 8), ("num_experts", 16), ("num_experts_per_tok", 4), ("vocab_size", 32000),
+               ("eos_token_id", None), ("pad_token_id", None))
+
+PHIMOE = str(CONFIGS / "microsoft--Phi-3.5-MoE-instruct.json")
+# Phi-3.5-MoE shrunk: 8 experts (sparsemixer top-2), GQA, its own 32064-entry vocabulary.
+SMALL_PHIMOE = (("hidden_size", 512), ("intermediate_size", 512), ("num_attention_heads", 8),
+                ("num_key_value_heads", 2), ("num_local_experts", 8))
+
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
           tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw"):
@@ -160,6 +179,32 @@ def fast_cases() -> list[Case]:
         _case("google/gemma-2b", precision="bf16"),
         _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", overrides=SMALL_MOE),
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
+        *_moe_cases(),
+    ]
+
+
+def _moe_cases() -> list[Case]:
+    """MoE families validated from config files: full, LoRA and QLoRA, pure and mixed precision."""
+    q3 = dict(overrides=SMALL_QWEN3_MOE)
+    return [
+        _case(QWEN3_MOE, precision="bf16", mb=4, seq=1024, **q3),
+        _case(QWEN3_MOE, mb=2, seq=1024, **q3),
+        _case(QWEN3_MOE, method="lora", targets=("all-linear",), mb=4, **q3),
+        _case(QWEN3_MOE, precision="bf16", method="qlora", mb=4, **q3),
+        _case(QWEN3_MOE, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, **q3),
+        _case(QWEN3_MOE, precision="bf16", tp=2, mb=2, **q3),
+        _case(OLMOE, precision="bf16", mb=4, seq=1024, overrides=SMALL_OLMOE),
+        _case(OLMOE, mb=2, seq=1024, overrides=SMALL_OLMOE),
+        _case(OLMOE, method="lora", targets=("all-linear",), mb=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", method="qlora", mb=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_OLMOE),
+        _case(OLMOE, precision="bf16", method="lora", attention="eager", mb=1, seq=1024, overrides=SMALL_OLMOE),
+        _case(PHIMOE, precision="bf16", mb=4, seq=1024, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, mb=2, seq=1024, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="lora", targets=("all-linear",), mb=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="qlora", mb=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, method="lora", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_PHIMOE),
+        _case(PHIMOE, precision="bf16", tp=2, mb=4, seq=1024, overrides=SMALL_PHIMOE),
     ]
 
 

@@ -89,7 +89,9 @@ def dynamic_map() -> torch.Tensor:
 
 def quantize_base_layers(model: nn.Module, compute_dtype: torch.dtype) -> int:
     """Replace every frozen Linear/Conv1D except the LM head (and LoRA's own adapters) by an
-    Nf4Linear, as bitsandbytes' 4-bit loading does; returns how many were replaced."""
+    Nf4Linear, as bitsandbytes' 4-bit loading does; returns how many were replaced. Like transformers'
+    `replace_with_bnb_linear`, only plain nn.Linear modules count: a subclass with its own forward
+    (PhiMoE's router) stays 16-bit."""
     head = model.get_output_embeddings()
     shared = dynamic_map()
     targets = []
@@ -97,7 +99,7 @@ def quantize_base_layers(model: nn.Module, compute_dtype: torch.dtype) -> int:
         for name, child in parent.named_children():
             if child is head or name.startswith("lora_") or "lora_" in parent_name.split(".")[-1]:
                 continue
-            if isinstance(child, nn.Linear) or type(child).__name__ == "Conv1D":
+            if type(child) is nn.Linear or type(child).__name__ == "Conv1D":
                 targets.append((parent, name, child))
     for parent, name, child in targets:
         setattr(parent, name, Nf4Linear.replace(child, compute_dtype, shared))
