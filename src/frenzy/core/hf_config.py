@@ -303,6 +303,19 @@ def parse_falcon(cfg, name):
                      attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("hidden_dropout", 0.0))
 
 
+def parse_starcoder2(cfg, name):
+    """StarCoder2: biased LayerNorms, a plain gelu MLP (c_fc, c_proj), dropout after both sublayers."""
+    base = _common(cfg, name)
+    base["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    bias = cfg.get("use_bias", True)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], bias, bias)
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears + _plain_mlp(h, inter, bias)),
+                     norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation=cfg.get("hidden_act", "gelu_pytorch_tanh"),
+                     rotary_dim=base["head_dim"], sliding_window=_sliding_window(cfg),
+                     attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("residual_dropout", 0.0))
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -323,6 +336,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "gemma": parse_gemma,
     "gemma2": parse_gemma2,
     "falcon": parse_falcon,
+    "starcoder2": parse_starcoder2,
 }
 
 

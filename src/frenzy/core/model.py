@@ -9,6 +9,7 @@ from enum import Enum
 class Norm(Enum):
     RMS = "rmsnorm"
     LAYER = "layernorm"
+    LAYER_FP32 = "layernorm_fp32"  # LayerNorm composed of Python ops in fp32, returning the input dtype (Cohere)
 
 
 class Positions(Enum):
@@ -74,6 +75,8 @@ class ModelArch:
     norm_bias: bool = False
     norms_per_layer: int = 2
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    qk_norm_full_width: bool = False  # q/k norm weights span every head (OLMo 2, Cohere), not one head_dim
+    post_sublayer_norms: int = 0  # of norms_per_layer, those normalising a sublayer's output (OLMo 2, GLM-4)
     mlp_gated: bool = True  # SwiGLU/GeGLU (3 matrices) vs plain GELU MLP (2)
     activation: str = "silu"
     parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Phi, Falcon)
@@ -100,6 +103,9 @@ class ModelArch:
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)
     sliding_window: int = 0  # attention window; longer sequences need an explicit mask
+    global_layers: int = 0  # layers attending globally despite sliding_window (Gemma 3, Cohere 2 patterns)
+    embedding_scaled: bool = False  # the embedding output is scaled before the first layer (Granite, Gemma 3)
+    logits_scaled: bool = False  # the head's logits are multiplied by a scalar (Granite, Cohere): one more copy
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -133,7 +139,7 @@ class ModelArch:
         """Per-layer parameters outside the projections: norms, router, shared-expert gate."""
         extra = self.norms_per_layer * self.norm_params
         if self.qk_norm:
-            extra += 2 * self.head_dim
+            extra += (self.num_heads + self.num_kv_heads) * self.head_dim if self.qk_norm_full_width else 2 * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router
             if self.shared_expert_size:

@@ -399,6 +399,18 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
     return unsaved
 
 
+def embedding_leaf_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """A frozen embedding under full recomputation: transformers makes its output require grad
+    (`enable_input_require_grads`), which turns the output into a leaf that its AccumulateGrad node
+    keeps alive until backward. When the model transforms it before the first layer (embedding
+    dropout, Granite's and Gemma 3's scaling) the leaf is a tensor of its own beside the first checkpoint."""
+    if training.method is Method.FULL or plan.recompute is not Recompute.FULL:
+        return 0
+    if arch.hidden_dropout > 0 or arch.embedding_scaled:
+        return training.precision.compute_bytes * arch.hidden_size
+    return 0
+
+
 def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> tuple[int, int, int]:
     """(forward peak, kept after forward, backward peak) of the LM head output and the loss.
 

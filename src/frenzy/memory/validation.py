@@ -32,7 +32,7 @@ COMPARED_TERMS = ("weights", "gradients", "optimizer_state", "activations", "log
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
-    model: str  # catalog name
+    model: str  # catalog name, or a path to a config.json
     training: TrainingConfig
     plan: ParallelPlan
     seq_len: int
@@ -45,20 +45,34 @@ class Case:
         shrunk = f"[{self.layers}L]" if self.layers else ""
         extra = "".join(f" {k}={v}" for k, v in self.overrides)
         method = t.method.value + (f"-r{t.lora_rank}" if t.method.value != "full" else "")
-        return (f"{self.model}{shrunk}{extra} {t.precision.value} {method} {t.attention.value} "
+        model = Path(self.model).stem if self.model.endswith(".json") else self.model
+        return (f"{model}{shrunk}{extra} {t.precision.value} {method} {t.attention.value} "
                 f"{p.recompute.name.lower()} mb{p.micro_batch} s{self.seq_len} tp{p.tp}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
         if not self.layers and not self.overrides:
             return self.model
-        cfg = dict(catalog.model_config(self.model))
-        for key in ("num_hidden_layers", "n_layer", "num_layers"):
-            if key in cfg and self.layers:
-                cfg[key] = self.layers
+        path = Path(self.model)
+        if path.suffix == ".json":
+            cfg = json.loads(path.read_text())
+        else:
+            cfg = dict(catalog.model_config(self.model))
+        # a multimodal config (Gemma 3) holds its language model in text_config: shrink that one
+        text = cfg
+        if "text_config" in cfg:
+            text = cfg["text_config"] = dict(cfg["text_config"])
+            text.setdefault("num_hidden_layers", self.layers)
+        if self.layers:
+            for key in ("num_hidden_layers", "n_layer", "num_layers"):
+                if key in text:
+                    text[key] = self.layers
+            for key in ("layer_types", "no_rope_layers"):  # per-layer lists keep their first layers
+                if isinstance(text.get(key), list):
+                    text[key] = text[key][: self.layers]
         if "attention_types" in cfg and self.layers:  # GPT-Neo lists its layer pattern explicitly
             cfg["attention_types"] = [[["global", "local"], max(self.layers // 2, 1)]]
-        cfg.update(dict(self.overrides))
+        text.update(dict(self.overrides))
         cfg["_name_or_path"] = self.label
         path = folder / f"{abs(hash(self.label))}.json"
         path.write_text(json.dumps(cfg))
@@ -108,6 +122,14 @@ def compare(case: Case) -> Comparison:
 
 # ---- the validation matrix -----------------------------------------------------------------------
 
+# Published config.json files of families outside the catalog, named by repo id (org--name.json).
+TEST_CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "configs"
+
+
+def config_file(repo_id: str) -> str:
+    return str(TEST_CONFIGS / f"{repo_id.replace('/', '--')}.json")
+
+
 # A Mixtral-shaped MoE small enough to trace in seconds (8 experts, top-2, GQA).
 SMALL_MOE = (("hidden_size", 512), ("intermediate_size", 1792), ("num_attention_heads", 8),
              ("num_key_value_heads", 2), ("vocab_size", 32000))
@@ -153,6 +175,19 @@ def fast_cases() -> list[Case]:
         _case("google/gemma-2b", precision="bf16"),
         _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", overrides=SMALL_MOE),
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
+        *_dense_family_cases(),
+    ]
+
+
+def _dense_family_cases() -> list[Case]:
+    """Families validated against published configs kept under tests/data/configs."""
+    starcoder2 = config_file("bigcode/starcoder2-3b")
+    return [
+        _case(starcoder2, precision="bf16", mb=4, seq=1024),
+        _case(starcoder2, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024),
+        _case(starcoder2, precision="bf16", tp=2, mb=4, seq=1024),
+        _case(starcoder2, method="qlora", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
+        _case(starcoder2, precision="bf16", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
     ]
 
 

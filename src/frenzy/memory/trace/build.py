@@ -44,11 +44,13 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
     "gptj": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc_in"], "down": ["fc_out"]},
     "gpt_neo": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"],
                 "up": ["c_fc"], "down": ["mlp.c_proj"]},
+    "starcoder2": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+                   "up": ["c_fc"], "down": ["c_proj"]},
 }
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral"}
-TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3")
+TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2")
 
 
 def model_type(cfg: dict) -> str:
@@ -82,6 +84,21 @@ def lora_target_modules(kind: str, targets: frozenset[str]) -> list[str]:
 _LEARNED_POSITIONS = {"gpt2": "n_positions", "gpt_neo": "max_position_embeddings", "opt": "max_position_embeddings"}
 
 
+# Multimodal model types whose `text_config` holds the causal language model that is trained.
+_TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}
+
+
+def language_model_config(cfg: dict) -> dict:
+    """The causal language model's config: a multimodal config's text_config (the vision tower does
+    not take part in a causal-LM training step), else the config itself."""
+    kind = _TEXT_MODEL_TYPES.get(cfg.get("model_type"))
+    if kind is None:
+        return cfg
+    text = {**cfg.get("text_config", {}), "model_type": kind}
+    text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", True))
+    return text
+
+
 def check_sequence(cfg: dict, seq_len: int) -> None:
     key = _LEARNED_POSITIONS.get(cfg.get("model_type"))
     if key and cfg.get(key) and seq_len > cfg[key]:
@@ -110,6 +127,8 @@ def shard_config(cfg: dict, tp: int) -> dict:
                 raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
             out[key] = cfg[key] // tp
     out["vocab_size"] = math.ceil(cfg["vocab_size"] / tp)
+    if (cfg.get("pad_token_id") or 0) >= out["vocab_size"]:
+        out["pad_token_id"] = None  # the padding row lives on another rank's shard
     return out
 
 

@@ -70,6 +70,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
+    cfg = build.language_model_config(cfg)
     build.check_sequence(cfg, seq_len)
     cfg = build.shard_config(cfg, plan.tp)
     notes = list(_plan_notes(training, plan))
