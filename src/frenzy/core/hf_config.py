@@ -316,6 +316,12 @@ def parse_starcoder2(cfg, name):
                      attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("residual_dropout", 0.0))
 
 
+def parse_granite(cfg, name):
+    """Granite: Llama with scalar multipliers on the embedding, residual branches, attention and logits
+    (a multiplication by a Python scalar saves nothing; the scaled logits replace the unscaled ones)."""
+    return _llama_like(cfg, name, embedding_scaled=cfg.get("embedding_multiplier", 1.0) != 1.0)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -337,6 +343,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "gemma2": parse_gemma2,
     "falcon": parse_falcon,
     "starcoder2": parse_starcoder2,
+    "granite": parse_granite,
 }
 
 

@@ -105,7 +105,6 @@ class ModelArch:
     sliding_window: int = 0  # attention window; longer sequences need an explicit mask
     global_layers: int = 0  # layers attending globally despite sliding_window (Gemma 3, Cohere 2 patterns)
     embedding_scaled: bool = False  # the embedding output is scaled before the first layer (Granite, Gemma 3)
-    logits_scaled: bool = False  # the head's logits are multiplied by a scalar (Granite, Cohere): one more copy
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:

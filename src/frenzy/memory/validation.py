@@ -188,6 +188,18 @@ def _dense_family_cases() -> list[Case]:
         _case(starcoder2, precision="bf16", tp=2, mb=4, seq=1024),
         _case(starcoder2, method="qlora", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
         _case(starcoder2, precision="bf16", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
+        *_granite_cases(),
+    ]
+
+
+def _granite_cases() -> list[Case]:
+    granite = config_file("ibm-granite/granite-3.0-2b-base")
+    return [
+        _case(granite, precision="bf16", mb=4, seq=1024),
+        _case(granite, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024),
+        _case(granite, precision="bf16", tp=2, mb=4, seq=1024),
+        _case(granite, method="qlora", mb=2, seq=1024),
+        _case(granite, precision="bf16", attention="eager", mb=2, seq=1024),
     ]
 
 
