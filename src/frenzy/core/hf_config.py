@@ -322,6 +322,11 @@ def parse_granite(cfg, name):
     return _llama_like(cfg, name, embedding_scaled=cfg.get("embedding_multiplier", 1.0) != 1.0)
 
 
+def parse_smollm3(cfg, name):
+    """SmolLM3: Llama whose `no_rope_layers` skip rotary embeddings (same saved tensors either way)."""
+    return _llama_like(cfg, name, tie_default=True)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -344,6 +349,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "falcon": parse_falcon,
     "starcoder2": parse_starcoder2,
     "granite": parse_granite,
+    "smollm3": parse_smollm3,
 }
 
 

@@ -189,6 +189,7 @@ def _dense_family_cases() -> list[Case]:
         _case(starcoder2, method="qlora", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
         _case(starcoder2, precision="bf16", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
         *_granite_cases(),
+        *_smollm3_cases(),
     ]
 
 
@@ -200,6 +201,18 @@ def _granite_cases() -> list[Case]:
         _case(granite, precision="bf16", tp=2, mb=4, seq=1024),
         _case(granite, method="qlora", mb=2, seq=1024),
         _case(granite, precision="bf16", attention="eager", mb=2, seq=1024),
+    ]
+
+
+def _smollm3_cases() -> list[Case]:
+    smollm3 = config_file("HuggingFaceTB/SmolLM3-3B")
+    nope_second, nope_both = (("no_rope_layers", [1, 0]),), (("no_rope_layers", [0, 0]),)
+    return [
+        _case(smollm3, precision="bf16", mb=4, seq=1024, overrides=nope_second),
+        _case(smollm3, mb=2, seq=1024, overrides=nope_both),
+        _case(smollm3, precision="bf16", method="lora", mb=4, seq=1024, overrides=nope_both),
+        _case(smollm3, precision="bf16", tp=2, mb=4, seq=1024, overrides=nope_second),
+        _case(smollm3, method="qlora", recompute="full", mb=4, seq=1024, overrides=nope_second),
     ]
 
 

@@ -28,7 +28,7 @@ _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
 _FUSED_QKV = {"query_key_value"}  # one module answers to q, k and v
 LORA_MODULES: dict[str, dict[str, list[str]]] = {
     **{family: _LLAMA for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                                     "gemma", "gemma2", "stablelm", "granite")},
+                                     "gemma", "gemma2", "stablelm", "granite", "smollm3")},
     "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"],
              "up": ["c_fc"], "down": ["mlp.c_proj"]},
     "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
@@ -50,7 +50,7 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral"}
-TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2", "granite")
+TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2", "granite", "smollm3")
 
 
 def model_type(cfg: dict) -> str:
