@@ -311,9 +311,10 @@ def parse_starcoder2(cfg, name):
     bias = cfg.get("use_bias", True)
     linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], bias, bias)
     return ModelArch(**base, intermediate_size=inter, linears=tuple(linears + _plain_mlp(h, inter, bias)),
-                     norm=Norm.LAYER, norm_bias=True, mlp_gated=False, activation=cfg.get("hidden_act", "gelu_pytorch_tanh"),
-                     rotary_dim=base["head_dim"], sliding_window=_sliding_window(cfg),
-                     attention_dropout=cfg.get("attention_dropout", 0.0), hidden_dropout=cfg.get("residual_dropout", 0.0))
+                     norm=Norm.LAYER, norm_bias=True, mlp_gated=False,
+                     activation=cfg.get("hidden_act", "gelu_pytorch_tanh"), rotary_dim=base["head_dim"],
+                     sliding_window=_sliding_window(cfg), attention_dropout=cfg.get("attention_dropout", 0.0),
+                     hidden_dropout=cfg.get("residual_dropout", 0.0))
 
 
 def parse_granite(cfg, name):

@@ -103,8 +103,8 @@ class ModelArch:
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)
     sliding_window: int = 0  # attention window; longer sequences need an explicit mask
-    global_layers: int = 0  # layers attending globally despite sliding_window (Gemma 3, Cohere 2 patterns)
-    embedding_scaled: bool = False  # the embedding output is scaled before the first layer (Granite, Gemma 3)
+    global_layers: int = 0  # of num_layers, those attending globally despite sliding_window (Gemma 3, Cohere 2)
+    embedding_scaled: bool = False  # the model scales the embedding module's output before the first layer (Granite)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -138,7 +138,8 @@ class ModelArch:
         """Per-layer parameters outside the projections: norms, router, shared-expert gate."""
         extra = self.norms_per_layer * self.norm_params
         if self.qk_norm:
-            extra += (self.num_heads + self.num_kv_heads) * self.head_dim if self.qk_norm_full_width else 2 * self.head_dim
+            heads = self.num_heads + self.num_kv_heads if self.qk_norm_full_width else 2
+            extra += heads * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router
             if self.shared_expert_size:

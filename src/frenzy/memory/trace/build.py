@@ -94,8 +94,14 @@ def language_model_config(cfg: dict) -> dict:
     kind = _TEXT_MODEL_TYPES.get(cfg.get("model_type"))
     if kind is None:
         return cfg
+    from transformers import AutoConfig
+
     text = {**cfg.get("text_config", {}), "model_type": kind}
     text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", True))
+    defaults = AutoConfig.for_model(kind)  # Hub configs state only what differs from these
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim"):
+        text.setdefault(key, getattr(defaults, key))
     return text
 
 
