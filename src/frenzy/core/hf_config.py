@@ -328,6 +328,13 @@ def parse_smollm3(cfg, name):
     return _llama_like(cfg, name, tie_default=True)
 
 
+def parse_olmo2(cfg, name):
+    """OLMo 2: norms after attention and after the MLP (none before), RMSNorm on the full q and k
+    projection widths; its RMSNorm scales in fp32 before casting back."""
+    return _llama_like(cfg, name, qk_norm=True, qk_norm_full_width=True, post_sublayer_norms=2,
+                       norm_fp32_output=True)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -351,6 +358,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "starcoder2": parse_starcoder2,
     "granite": parse_granite,
     "smollm3": parse_smollm3,
+    "olmo2": parse_olmo2,
 }
 
 

@@ -190,6 +190,7 @@ def _dense_family_cases() -> list[Case]:
         _case(starcoder2, precision="bf16", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
         *_granite_cases(),
         *_smollm3_cases(),
+        *_olmo2_cases(),
     ]
 
 
@@ -270,3 +271,16 @@ def full_matrix() -> list[Case]:
         _case("Qwen/Qwen1.5-MoE-A2.7B", precision="bf16", layers=4, overrides=SMALL_QWEN_MOE, mb=4, seq=2048),
     ]
     return cases
+
+
+def _olmo2_cases() -> list[Case]:
+    """OLMo 2: no tensor parallelism (its q/k norms span every head, which a head split cuts)."""
+    olmo2 = config_file("allenai/OLMo-2-0425-1B")
+    return [
+        _case(olmo2, precision="bf16", mb=4, seq=1024),
+        _case(olmo2, mb=4, seq=1024),
+        _case(olmo2, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024),
+        _case(olmo2, method="qlora", mb=2, seq=1024),
+        _case(olmo2, precision="bf16", recompute="full", mb=4, seq=1024),
+        _case(olmo2, method="lora", recompute="full", mb=2, seq=1024),
+    ]

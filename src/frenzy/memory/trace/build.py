@@ -28,7 +28,7 @@ _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
 _FUSED_QKV = {"query_key_value"}  # one module answers to q, k and v
 LORA_MODULES: dict[str, dict[str, list[str]]] = {
     **{family: _LLAMA for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                                     "gemma", "gemma2", "stablelm", "granite", "smollm3")},
+                                     "gemma", "gemma2", "stablelm", "granite", "smollm3", "olmo2")},
     "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"],
              "up": ["c_fc"], "down": ["mlp.c_proj"]},
     "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
