@@ -335,6 +335,19 @@ def parse_olmo2(cfg, name):
                        norm_fp32_output=True)
 
 
+def parse_glm4(cfg, name):
+    """GLM-4 (0414): fused gate_up_proj, norms before and after each sublayer, partial rotary, qkv bias."""
+    base = _common(cfg, name)
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"],
+                         qkv_bias=cfg.get("attention_bias", True))
+    linears += _gated_mlp(h, inter, fused=True)
+    rotary = int(base["head_dim"] * cfg.get("partial_rotary_factor", 0.5))
+    return ModelArch(**base, intermediate_size=inter, linears=tuple(linears), rotary_dim=rotary, norms_per_layer=4,
+                     post_sublayer_norms=2, activation=cfg.get("hidden_act", "silu"),
+                     attention_dropout=cfg.get("attention_dropout", 0.0))
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -359,6 +372,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "granite": parse_granite,
     "smollm3": parse_smollm3,
     "olmo2": parse_olmo2,
+    "glm4": parse_glm4,
 }
 
 

@@ -191,6 +191,7 @@ def _dense_family_cases() -> list[Case]:
         *_granite_cases(),
         *_smollm3_cases(),
         *_olmo2_cases(),
+        *_glm4_cases(),
     ]
 
 
@@ -283,4 +284,17 @@ def _olmo2_cases() -> list[Case]:
         _case(olmo2, method="qlora", mb=2, seq=1024),
         _case(olmo2, precision="bf16", recompute="full", mb=4, seq=1024),
         _case(olmo2, method="lora", recompute="full", mb=2, seq=1024),
+    ]
+
+
+def _glm4_cases() -> list[Case]:
+    """GLM-4: a 32k vocabulary where the published 151k would put every full fine-tuning peak in the
+    optimizer step of a two-layer model."""
+    glm4, small_vocab = config_file("THUDM/GLM-4-9B-0414"), (("vocab_size", 32768), ("pad_token_id", 0))
+    return [
+        _case(glm4, precision="bf16", mb=4, seq=1024, overrides=small_vocab),
+        _case(glm4, method="lora", targets=("all-linear",), mb=4, seq=1024),
+        _case(glm4, method="qlora", mb=2, seq=1024),
+        _case(glm4, precision="bf16", recompute="full", mb=4, seq=1024),
+        _case(glm4, precision="bf16", tp=2, mb=4, seq=1024, overrides=small_vocab),
     ]

@@ -46,11 +46,14 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
                 "up": ["c_fc"], "down": ["mlp.c_proj"]},
     "starcoder2": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
                    "up": ["c_fc"], "down": ["c_proj"]},
+    "glm4": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+             "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
 }
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral"}
-TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2", "granite", "smollm3")
+TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2", "granite", "smollm3",
+               "glm4")
 
 
 def model_type(cfg: dict) -> str:
