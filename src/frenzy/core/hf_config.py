@@ -348,6 +348,45 @@ def parse_glm4(cfg, name):
                      attention_dropout=cfg.get("attention_dropout", 0.0))
 
 
+def _layer_pattern_globals(cfg: Config, default_pattern: int) -> int:
+    """Layers of an interleaved sliding/global pattern that attend globally (`layer_types`, or every
+    `sliding_window_pattern`-th layer as transformers derives it)."""
+    layers = _get(cfg, "num_hidden_layers")
+    types = cfg.get("layer_types")
+    if types is None:
+        pattern = cfg.get("sliding_window_pattern") or default_pattern
+        types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+    return sum(t != "sliding_attention" for t in types[:layers])
+
+
+# Gemma3TextConfig's defaults: the multimodal configs on the Hub state only what differs from them.
+_GEMMA3_TEXT_DEFAULTS = dict(vocab_size=262_208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                             num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                             max_position_embeddings=131_072, sliding_window=4096, tie_word_embeddings=True)
+
+
+def parse_gemma3_text(cfg, name):
+    """Gemma 3: Gemma 2's four norms, per-head q/k RMSNorm, interleaved sliding and global layers, no
+    attention soft-capping. Its embedding module scales its own output, so nothing is kept for that."""
+    cfg = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
+    softcap = bool(cfg.get("attn_logit_softcapping"))
+    window = int(cfg.get("sliding_window") or 0)
+    return _llama_like(cfg, name, tie_default=True, norms_per_layer=4, post_sublayer_norms=2, qk_norm=True,
+                       activation=cfg.get("hidden_activation") or "gelu_pytorch_tanh",
+                       logit_softcap=cfg.get("final_logit_softcapping") or 0.0, norm_fp32_output=True,
+                       attn_softcap=softcap, sdpa_supported=not softcap, sliding_window=window,
+                       global_layers=_layer_pattern_globals(cfg, 6) if window else 0)
+
+
+def parse_gemma3(cfg, name):
+    """Gemma 3 multimodal config: the causal language model on its `text_config` (the vision tower
+    is not part of the causal-LM training step)."""
+    text = dict(cfg.get("text_config") or {})
+    text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", True))
+    text["model_type"] = "gemma3_text"
+    return parse_gemma3_text(text, name)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -373,6 +412,8 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "smollm3": parse_smollm3,
     "olmo2": parse_olmo2,
     "glm4": parse_glm4,
+    "gemma3_text": parse_gemma3_text,
+    "gemma3": parse_gemma3,
 }
 
 

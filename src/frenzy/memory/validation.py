@@ -192,6 +192,7 @@ def _dense_family_cases() -> list[Case]:
         *_smollm3_cases(),
         *_olmo2_cases(),
         *_glm4_cases(),
+        *_gemma3_cases(),
     ]
 
 
@@ -297,4 +298,21 @@ def _glm4_cases() -> list[Case]:
         _case(glm4, method="qlora", mb=2, seq=1024),
         _case(glm4, precision="bf16", recompute="full", mb=4, seq=1024),
         _case(glm4, precision="bf16", tp=2, mb=4, seq=1024, overrides=small_vocab),
+    ]
+
+
+def _gemma3_cases() -> list[Case]:
+    """Gemma 3 (text-only 1B, and the multimodal 4B config's language model), with a 32k vocabulary
+    (the published 262k one would leave activations under the term floor of a two-layer model)."""
+    gemma3_1b, gemma3_4b, small_vocab = (config_file("google/gemma-3-1b-pt"), config_file("google/gemma-3-4b-pt"),
+                                         ("vocab_size", 32768))
+    return [
+        _case(gemma3_1b, precision="bf16", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_1b, mb=4, seq=1024, overrides=(small_vocab, ("sliding_window_pattern", 2))),
+        _case(gemma3_1b, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024,
+              overrides=(small_vocab,)),
+        _case(gemma3_1b, method="lora", recompute="full", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_4b, precision="bf16", mb=2, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_4b, method="qlora", mb=2, seq=1024, overrides=(small_vocab, ("sliding_window", 512))),
+        _case(gemma3_4b, precision="bf16", tp=2, mb=2, seq=1024, overrides=(small_vocab,)),
     ]
