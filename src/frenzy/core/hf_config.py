@@ -387,6 +387,27 @@ def parse_gemma3(cfg, name):
     return parse_gemma3_text(text, name)
 
 
+def _cohere_like(cfg: Config, name: str, **overrides) -> ModelArch:
+    base = _common(cfg, name)
+    base["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", True))
+    h, inter = base["hidden_size"], _get(cfg, "intermediate_size")
+    bias = cfg.get("attention_bias", False)
+    linears = _attention(h, base["num_heads"], base["num_kv_heads"], base["head_dim"], bias, bias)
+    linears += _gated_mlp(h, inter)
+    args = dict(base, intermediate_size=inter, linears=tuple(linears), rotary_dim=base["head_dim"],
+                norm=Norm.LAYER_FP32, norms_per_layer=1, parallel_residual=True,
+                activation=cfg.get("hidden_act", "silu"), attention_dropout=cfg.get("attention_dropout", 0.0))
+    args.update(overrides)
+    return ModelArch(**args)
+
+
+def parse_cohere(cfg, name):
+    """Cohere (Command R, Aya): one bias-free LayerNorm feeding attention and MLP in parallel,
+    optional per-head LayerNorm on q and k (weights per head), scaled logits, tied embeddings."""
+    qk = bool(cfg.get("use_qk_norm"))
+    return _cohere_like(cfg, name, qk_norm=qk, qk_norm_full_width=qk)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -414,6 +435,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "glm4": parse_glm4,
     "gemma3_text": parse_gemma3_text,
     "gemma3": parse_gemma3,
+    "cohere": parse_cohere,
 }
 
 

@@ -193,6 +193,7 @@ def _dense_family_cases() -> list[Case]:
         *_olmo2_cases(),
         *_glm4_cases(),
         *_gemma3_cases(),
+        *_cohere_cases(),
     ]
 
 
@@ -315,4 +316,22 @@ def _gemma3_cases() -> list[Case]:
         _case(gemma3_4b, precision="bf16", mb=2, seq=1024, overrides=(small_vocab,)),
         _case(gemma3_4b, method="qlora", mb=2, seq=1024, overrides=(small_vocab, ("sliding_window", 512))),
         _case(gemma3_4b, precision="bf16", tp=2, mb=2, seq=1024, overrides=(small_vocab,)),
+    ]
+
+
+def _cohere_cases() -> list[Case]:
+    """Cohere: Aya 23 8B, and Command R+ (q/k norms) narrowed to Aya's width so it traces in seconds."""
+    aya, command_r_plus, small_vocab = (config_file("CohereForAI/aya-23-8B"),
+                                        config_file("CohereForAI/c4ai-command-r-plus"), ("vocab_size", 32768))
+    narrow = (("hidden_size", 4096), ("num_attention_heads", 32), ("intermediate_size", 11264), small_vocab)
+    return [
+        _case(aya, precision="bf16", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, precision="bf16", method="lora", mb=4, seq=1024),
+        _case(aya, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, method="qlora", recompute="full", mb=4, seq=1024),
+        _case(command_r_plus, precision="bf16", mb=4, seq=1024, overrides=narrow),
+        _case(command_r_plus, mb=4, seq=1024, overrides=narrow),
+        _case(command_r_plus, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024,
+              overrides=narrow),
     ]
