@@ -408,6 +408,12 @@ def parse_cohere(cfg, name):
     return _cohere_like(cfg, name, qk_norm=qk, qk_norm_full_width=qk)
 
 
+def parse_cohere2(cfg, name):
+    """Cohere 2 (Command R7B): Cohere with interleaved sliding-window layers."""
+    window = int(cfg.get("sliding_window") or 0)
+    return _cohere_like(cfg, name, sliding_window=window, global_layers=_layer_pattern_globals(cfg, 4) if window else 0)
+
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -436,6 +442,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "gemma3_text": parse_gemma3_text,
     "gemma3": parse_gemma3,
     "cohere": parse_cohere,
+    "cohere2": parse_cohere2,
 }
 
 

@@ -194,6 +194,7 @@ def _dense_family_cases() -> list[Case]:
         *_glm4_cases(),
         *_gemma3_cases(),
         *_cohere_cases(),
+        *_cohere2_cases(),
     ]
 
 
@@ -334,4 +335,17 @@ def _cohere_cases() -> list[Case]:
         _case(command_r_plus, mb=4, seq=1024, overrides=narrow),
         _case(command_r_plus, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024,
               overrides=narrow),
+    ]
+
+
+def _cohere2_cases() -> list[Case]:
+    command_r7b, small_vocab = config_file("CohereForAI/c4ai-command-r7b-12-2024"), ("vocab_size", 32768)
+    window = ("sliding_window", 512)
+    return [
+        _case(command_r7b, precision="bf16", mb=4, seq=1024,
+              overrides=(small_vocab, window, ("sliding_window_pattern", 2))),
+        _case(command_r7b, method="qlora", mb=2, seq=1024, overrides=(window,)),
+        _case(command_r7b, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab, window)),
+        _case(command_r7b, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024,
+              overrides=(small_vocab,)),
     ]

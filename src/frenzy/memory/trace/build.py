@@ -29,7 +29,7 @@ _FUSED_QKV = {"query_key_value"}  # one module answers to q, k and v
 LORA_MODULES: dict[str, dict[str, list[str]]] = {
     **{family: _LLAMA for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
                                      "gemma", "gemma2", "stablelm", "granite", "smollm3", "olmo2",
-                                     "gemma3_text", "gemma3", "cohere")},
+                                     "gemma3_text", "gemma3", "cohere", "cohere2")},
     "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"],
              "up": ["c_fc"], "down": ["mlp.c_proj"]},
     "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
@@ -54,7 +54,7 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral"}
 TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "starcoder2", "granite", "smollm3",
-               "glm4", "gemma3_text", "cohere")
+               "glm4", "gemma3_text", "cohere", "cohere2")
 
 
 def model_type(cfg: dict) -> str:
