@@ -62,7 +62,8 @@ class Case:
         text = cfg
         if "text_config" in cfg:
             text = cfg["text_config"] = dict(cfg["text_config"])
-            text.setdefault("num_hidden_layers", self.layers)
+            if self.layers:
+                text.setdefault("num_hidden_layers", self.layers)
         if self.layers:
             for key in ("num_hidden_layers", "n_layer", "num_layers"):
                 if key in text:
