@@ -9,6 +9,7 @@ from enum import Enum
 class Norm(Enum):
     RMS = "rmsnorm"
     LAYER = "layernorm"
+    LAYER_FP32 = "layernorm_fp32"  # LayerNorm composed of Python ops in fp32, returning the input dtype (Cohere)
 
 
 class Positions(Enum):
@@ -80,8 +81,9 @@ class ModelArch:
     norm: Norm = Norm.RMS
     norm_bias: bool = False
     norms_per_layer: int = 2
-    qk_norm: bool = False  # RMSNorm on q and k: per head (Qwen3), or over the whole projection (below)
-    qk_norm_full_width: bool = False  # q/k norms span all heads (OLMoE): weights q_dim + kv_dim wide
+    qk_norm: bool = False  # norm on q and k: per head (Qwen3), or over the whole projection (below)
+    qk_norm_full_width: bool = False  # q/k norm weights span every head (OLMo 2, OLMoE, Cohere), not one head_dim
+    post_sublayer_norms: int = 0  # of norms_per_layer, those normalising a sublayer's output (OLMo 2, GLM-4)
     mlp_gated: bool = True  # SwiGLU/GeGLU (3 matrices) vs plain GELU MLP (2)
     activation: str = "silu"
     parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Phi, Falcon)
@@ -112,6 +114,8 @@ class ModelArch:
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)
     sliding_window: int = 0  # attention window; longer sequences need an explicit mask
+    global_layers: int = 0  # of num_layers, those attending globally despite sliding_window (Gemma 3, Cohere 2)
+    embedding_scaled: bool = False  # the model scales the embedding module's output before the first layer (Granite)
     # The profiled path (frenzy.core.generic): a family without a formula is described by its module
     # tree, and its activations come from a traced profile stored under this key.
     profile_key: str = ""
@@ -162,10 +166,9 @@ class ModelArch:
         if self.layer_other_params is not None:
             return self.layer_other_params
         extra = self.norms_per_layer * self.norm_params
-        if self.qk_norm_full_width:
-            extra += (self.num_heads + self.num_kv_heads) * self.head_dim
-        elif self.qk_norm:
-            extra += 2 * self.head_dim
+        if self.qk_norm:
+            heads = self.num_heads + self.num_kv_heads if self.qk_norm_full_width else 2
+            extra += heads * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router
             if self.shared_expert_size:

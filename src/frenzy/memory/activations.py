@@ -111,29 +111,41 @@ def lora_rank_saved(arch: ModelArch, training: TrainingConfig) -> int:
     return training.precision.compute_bytes * training.lora_rank * len(adapters)
 
 
-def norm_saved(arch: ModelArch, training: TrainingConfig) -> int:
+def norm_saved(arch: ModelArch, training: TrainingConfig, sublayer_output: bool = False) -> int:
     """One norm, bytes per token. RMSNorm (HF): the fp32 input (4h) and, when its weight trains, the
-    normalised tensor it multiplies (fp32 under autocast, else the compute dtype). LayerNorm
-    (`native_layer_norm`): its input plus per-token mean and rstd."""
+    normalised tensor it multiplies (fp32 under autocast, else the compute dtype; a norm of a
+    sublayer's output (GLM-4's post-norms) reads a 16-bit tensor, so its normalised tensor is 16-bit
+    under autocast too). LayerNorm (`native_layer_norm`): its input plus per-token mean and rstd."""
     h, p = arch.hidden_size, training.precision
     if arch.norm is Norm.LAYER:
         return residual_bytes(p) * h + 8
+    if arch.norm is Norm.LAYER_FP32:
+        return _composed_layer_norm_saved(training) * h + 4
     if training.method is not Method.FULL:
         return 4 * h + 4
-    normalised = 4 if arch.norm_fp32_output else residual_bytes(p)  # Gemma scales by (1 + w) in fp32
+    normalised = p.compute_bytes if sublayer_output else residual_bytes(p)
+    if arch.norm_fp32_output:  # Gemma and OLMo 2 scale in fp32 before casting back
+        normalised = 4
     return 4 * h + normalised * h + 4
 
 
 def qk_norm_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, which: set[str]) -> int:
-    """RMSNorm on the q and/or k projection output (`which`), bytes per token. Qwen3 normalises each
-    head (head_dim wide), OLMoE the whole projection (`qk_norm_full_width`). Like the layer norms it
-    keeps its fp32 upcast input and an fp32 rstd per normalised row; the normalised 16-bit tensor
-    its weight multiplies only when the weight trains (full fine-tuning)."""
+    """Norms on the q and/or k projection output (`which`), bytes per token: per head (Qwen3, Gemma 3)
+    or over the whole projection (OLMo 2, OLMoE: `qk_norm_full_width`). An RMSNorm keeps its fp32
+    input, an fp32 rstd per normalised row and, when its weight trains, the normalised tensor the
+    weight multiplies: in the compute dtype (Qwen3), or fp32 where the norm scales before casting
+    back (Gemma, OLMo 2). A frozen weight (LoRA) needs no normalised copy. Cohere's per-head
+    LayerNorm is composed of Python ops and keeps what they keep."""
     widths = {"q": arch.num_heads // plan.tp, "k": max(arch.num_kv_heads // plan.tp, 1)}
-    normalised = training.precision.compute_bytes if training.method is Method.FULL else 0
+    normalised = 0
+    if training.method is Method.FULL:
+        normalised = 4 if arch.norm_fp32_output else training.precision.compute_bytes
     total = 0
     for name in which:
         heads = widths[name]
+        if arch.norm is Norm.LAYER_FP32:
+            total += _composed_layer_norm_saved(training) * heads * arch.head_dim
+            continue
         rows = 1 if arch.qk_norm_full_width else heads
         total += (4 + normalised) * heads * arch.head_dim + 4 * rows
     return total
@@ -154,6 +166,14 @@ def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     if arch.attn_softcap:
         kept += c  # tanh keeps its output
     return kept
+
+
+def _composed_layer_norm_saved(training: TrainingConfig) -> int:
+    """Bytes per normalised element of Cohere's LayerNorm, composed of Python ops in fp32: it
+    subtracts the mean twice (once for the variance, whose pow keeps it; once to normalise, where
+    the product with rstd keeps it) and, when its weight trains, keeps the normalised product the
+    weight multiplies; the fp32 input itself is not needed (subtraction keeps nothing)."""
+    return 8 + (4 if training.method is Method.FULL else 0)
 
 
 class Kernel(Enum):
@@ -180,8 +200,10 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
     return Kernel.MATH
 
 
-def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
-    """Attention block of one layer, bytes per token on one tensor-parallel rank."""
+def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
+                    windowed: bool = True) -> dict[str, int]:
+    """Attention block of one layer, bytes per token on one tensor-parallel rank (`windowed`: the
+    layer uses the model's sliding window; the global layers of an interleaved pattern do not)."""
     c = training.precision.compute_bytes
     heads = arch.num_heads // plan.tp
     q_dim = heads * arch.head_dim
@@ -218,13 +240,18 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         rope_by_cat = arch.rope_concat or 0 < arch.rotary_dim < arch.head_dim
         if o_input := _o_input_saves(arch, training, q_dim, transposed=rope_by_cat):
             items["o_input"] = o_input
-        if arch.sliding_window and seq >= arch.sliding_window:
+        if windowed and arch.sliding_window and seq >= arch.sliding_window:
             # A sequence as long as the window or longer gets an explicit mask (transformers'
             # masking_utils skips it only while kv_length < sliding_window): SDPA then takes the
             # memory-efficient kernel, which keeps a per-layer copy of the mask, and HF expands
-            # grouped k and v itself (no `enable_gqa` with a mask).
+            # grouped k and v itself (no `enable_gqa` with a mask) -- a view, not a copy, when a
+            # single KV head is expanded (Gemma 3 1B's multi-query attention), unless the kernel's
+            # 16-bit cast copies it: k rotated in fp32 (cos and sin follow an fp32 residual stream).
             items["window_mask"] = c * seq
-            items["qkv"] += 2 * c * (q_dim - kv_dim)
+            if kv_dim > arch.head_dim:
+                items["qkv"] += 2 * c * (q_dim - kv_dim)
+            elif training.precision.is_mixed and checkpointed_input_bytes(arch, training) == 4 and arch.rotary_dim:
+                items["qkv"] += c * (q_dim - kv_dim)
     if arch.hidden_dropout > 0:
         items["attn_dropout_mask"] = arch.hidden_size
     return items
@@ -337,13 +364,15 @@ def norms_saved(arch: ModelArch, training: TrainingConfig) -> int:
     """A layer's norms; norms that share their input keep it once (plus their own mean and rstd)."""
     if _norms_share_input(arch, training):
         return norm_saved(arch, training) + 8 * (arch.norms_per_layer - 1)
-    return arch.norms_per_layer * norm_saved(arch, training)
+    post = arch.post_sublayer_norms
+    return (arch.norms_per_layer - post) * norm_saved(arch, training) + post * norm_saved(arch, training, True)
 
 
-def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
+def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
+                    windowed: bool = True) -> dict[str, int]:
     """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
     items = {"norms": norms_saved(arch, training)}
-    items.update(attention_saved(arch, training, plan, seq))
+    items.update(attention_saved(arch, training, plan, seq, windowed))
     items.update(mlp_saved(arch, training, plan))
     items["lora_rank"] = lora_rank_saved(arch, training)
     shared_norm = arch.parallel_residual and arch.norms_per_layer == 1
@@ -368,7 +397,14 @@ def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Paral
 @lru_cache(maxsize=4096)  # plan enumeration asks for the same layer shape many times
 def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, recompute: Recompute, seq: int) -> int:
     plan = ParallelPlan(tp=tp, sequence_parallel=sp, recompute=recompute)
-    return sum(layer_inventory(arch, training, plan, seq).values())
+    windowed = sum(layer_inventory(arch, training, plan, seq).values())
+    if not (arch.sliding_window and arch.global_layers):
+        return windowed
+    # Interleaved sliding/global layers (Gemma 3, Cohere 2): the mean layer; only windowed layers
+    # need an explicit mask once the sequence reaches the window.
+    full = sum(layer_inventory(arch, training, plan, seq, windowed=False).values())
+    n, g = arch.num_layers, min(arch.global_layers, arch.num_layers)
+    return (windowed * (n - g) + full * g) // n
 
 
 def checkpointed_input_bytes(arch: ModelArch, training: TrainingConfig) -> int:
@@ -468,7 +504,8 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
         return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
     if plan.recompute is not Recompute.NONE:
         return 0
-    unsaved = norm_saved(arch, training)
+    # post-norm layers (OLMo 2) normalise sublayer outputs only: no norm reads the layer input
+    unsaved = norm_saved(arch, training) if arch.post_sublayer_norms < arch.norms_per_layer else 0
     if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad
         unsaved += qk_norm_saved(arch, training, plan, {"q", "k"} - training.trainable_targets)
     if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
@@ -477,6 +514,18 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
         mlp = mlp_saved(arch, training, plan)
         unsaved += mlp["mlp_body"] + mlp.get("mlp_dropout_mask", 0)
     return unsaved
+
+
+def embedding_leaf_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """A frozen embedding under full recomputation: transformers makes its output require grad
+    (`enable_input_require_grads`), which turns the output into a leaf that its AccumulateGrad node
+    keeps alive until backward. When the model transforms it before the first layer (embedding
+    dropout, Granite's scaling) the leaf is a tensor of its own beside the first checkpoint."""
+    if training.method is Method.FULL or plan.recompute is not Recompute.FULL:
+        return 0
+    if arch.hidden_dropout > 0 or arch.embedding_scaled:
+        return training.precision.compute_bytes * arch.hidden_size
+    return 0
 
 
 def logits_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> tuple[int, int, int]:

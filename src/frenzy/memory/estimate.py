@@ -103,6 +103,7 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
                                                 plan.recompute)
     if stage == 0:
         outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
+        outside += act.embedding_leaf_bytes_per_token(arch, training, plan)
     one_batch = layers * per_layer + outside * tokens
     saved = one_batch * inflight
     others = one_batch * (inflight - 1)
@@ -115,13 +116,13 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     if last:
         logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
         head_grad = _head_gradient_bytes(job, plan)
-    # QLoRA's dequantised 16-bit copy of one projection lives beside the weights in forward and backward.
-    with_casts = weights + casts + dequant
+    # QLoRA's dequantised 16-bit copy of one projection lives beside the weights while a layer runs;
+    # at the loss (forward end, backward start) only the LM head, which is not quantised, is running.
     casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
     return [
-        (Phase.FORWARD, (with_casts, early_grads, opt, saved, logits_fwd, 0)),
+        (Phase.FORWARD, (weights + casts, early_grads, opt, saved, logits_fwd, 0)),
         # backward at the loss: the logits gradient on top of everything forward kept
-        (Phase.BACKWARD, (weights + casts_at_loss + dequant, early_grads, opt, saved, logits_bwd, 0)),
+        (Phase.BACKWARD, (weights + casts_at_loss, early_grads, opt, saved, logits_bwd, 0)),
         # backward entering the last layer: head gradient allocated, one layer's temporaries
         (Phase.BACKWARD, (weights + casts_in_last_layer + dequant, max(early_grads, head_grad), opt,
                           saved + recomputed, 0, layer_temp + buckets)),

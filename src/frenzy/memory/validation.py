@@ -57,15 +57,22 @@ class Case:
             return self.model
         path = Path(self.model)
         cfg = json.loads(path.read_text()) if path.suffix == ".json" else dict(catalog.model_config(self.model))
+        # a multimodal config (Gemma 3) holds its language model in text_config: shrink that one
+        text = cfg
+        if "text_config" in cfg:
+            text = cfg["text_config"] = dict(cfg["text_config"])
         if self.layers:
-            for key in per_layer_keys(cfg):  # layer_types, no_rope_layers ...: the first layers' entries
-                cfg[key] = cfg[key][:self.layers]
-        for key in LAYER_COUNT_KEYS:
-            if key in cfg and self.layers:
-                cfg[key] = self.layers
+            stated = any(key in text for key in LAYER_COUNT_KEYS)
+            for key in per_layer_keys(text) if stated else ():  # layer_types ...: the first layers' entries
+                text[key] = text[key][:self.layers]
+            for key in LAYER_COUNT_KEYS:
+                if key in text:
+                    text[key] = self.layers
+            if not stated:
+                text["num_hidden_layers"] = self.layers
         if "attention_types" in cfg and self.layers:  # GPT-Neo lists its layer pattern explicitly
             cfg["attention_types"] = [[["global", "local"], max(self.layers // 2, 1)]]
-        cfg.update(dict(self.overrides))
+        text.update(dict(self.overrides))
         cfg["_name_or_path"] = self.label
         path = folder / f"{abs(hash(self.label))}.json"
         path.write_text(json.dumps(cfg))
@@ -114,6 +121,14 @@ def compare(case: Case) -> Comparison:
 
 
 # ---- the validation matrix -----------------------------------------------------------------------
+
+# Published config.json files of families outside the catalog, named by repo id (org--name.json).
+TEST_CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "configs"
+
+
+def config_file(repo_id: str) -> str:
+    return str(TEST_CONFIGS / f"{repo_id.replace('/', '--')}.json")
+
 
 # A Mixtral-shaped MoE small enough to trace in seconds (8 experts, top-2, GQA).
 SMALL_MOE = (("hidden_size", 512), ("intermediate_size", 1792), ("num_attention_heads", 8),
@@ -180,6 +195,7 @@ def fast_cases() -> list[Case]:
         _case("mistralai/Mixtral-8x7B-v0.1", precision="bf16", overrides=SMALL_MOE),
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
         *_moe_cases(),
+        *_dense_family_cases(),
     ]
 
 
@@ -205,6 +221,48 @@ def _moe_cases() -> list[Case]:
         _case(PHIMOE, method="qlora", mb=4, overrides=SMALL_PHIMOE),
         _case(PHIMOE, method="lora", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_PHIMOE),
         _case(PHIMOE, precision="bf16", tp=2, mb=4, seq=1024, overrides=SMALL_PHIMOE),
+    ]
+
+
+def _dense_family_cases() -> list[Case]:
+    """Families validated against published configs kept under tests/data/configs."""
+    starcoder2 = config_file("bigcode/starcoder2-3b")
+    return [
+        _case(starcoder2, precision="bf16", mb=4, seq=1024),
+        _case(starcoder2, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024),
+        _case(starcoder2, precision="bf16", tp=2, mb=4, seq=1024),
+        _case(starcoder2, method="qlora", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
+        _case(starcoder2, precision="bf16", mb=2, seq=1024, overrides=(("sliding_window", 256),)),
+        *_granite_cases(),
+        *_smollm3_cases(),
+        *_olmo2_cases(),
+        *_glm4_cases(),
+        *_gemma3_cases(),
+        *_cohere_cases(),
+        *_cohere2_cases(),
+    ]
+
+
+def _granite_cases() -> list[Case]:
+    granite = config_file("ibm-granite/granite-3.0-2b-base")
+    return [
+        _case(granite, precision="bf16", mb=4, seq=1024),
+        _case(granite, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024),
+        _case(granite, precision="bf16", tp=2, mb=4, seq=1024),
+        _case(granite, method="qlora", mb=2, seq=1024),
+        _case(granite, precision="bf16", attention="eager", mb=2, seq=1024),
+    ]
+
+
+def _smollm3_cases() -> list[Case]:
+    smollm3 = config_file("HuggingFaceTB/SmolLM3-3B")
+    nope_second, nope_both = (("no_rope_layers", [1, 0]),), (("no_rope_layers", [0, 0]),)
+    return [
+        _case(smollm3, precision="bf16", mb=4, seq=1024, overrides=nope_second),
+        _case(smollm3, mb=2, seq=1024, overrides=nope_both),
+        _case(smollm3, precision="bf16", method="lora", mb=4, seq=1024, overrides=nope_both),
+        _case(smollm3, precision="bf16", tp=2, mb=4, seq=1024, overrides=nope_second),
+        _case(smollm3, method="qlora", recompute="full", mb=4, seq=1024, overrides=nope_second),
     ]
 
 
@@ -262,3 +320,77 @@ def full_matrix() -> list[Case]:
         _case("Qwen/Qwen1.5-MoE-A2.7B", precision="bf16", layers=4, overrides=SMALL_QWEN_MOE, mb=4, seq=2048),
     ]
     return cases
+
+
+def _olmo2_cases() -> list[Case]:
+    """OLMo 2: no tensor parallelism (its q/k norms span every head, which a head split cuts)."""
+    olmo2 = config_file("allenai/OLMo-2-0425-1B")
+    return [
+        _case(olmo2, precision="bf16", mb=4, seq=1024),
+        _case(olmo2, mb=4, seq=1024),
+        _case(olmo2, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024),
+        _case(olmo2, method="qlora", mb=2, seq=1024),
+        _case(olmo2, precision="bf16", recompute="full", mb=4, seq=1024),
+        _case(olmo2, method="lora", recompute="full", mb=2, seq=1024),
+    ]
+
+
+def _glm4_cases() -> list[Case]:
+    """GLM-4: a 32k vocabulary where the published 151k would put every full fine-tuning peak in the
+    optimizer step of a two-layer model."""
+    glm4, small_vocab = config_file("THUDM/GLM-4-9B-0414"), (("vocab_size", 32768), ("pad_token_id", 0))
+    return [
+        _case(glm4, precision="bf16", mb=4, seq=1024, overrides=small_vocab),
+        _case(glm4, method="lora", targets=("all-linear",), mb=4, seq=1024),
+        _case(glm4, method="qlora", mb=2, seq=1024),
+        _case(glm4, precision="bf16", recompute="full", mb=4, seq=1024),
+        _case(glm4, precision="bf16", tp=2, mb=4, seq=1024, overrides=small_vocab),
+    ]
+
+
+def _gemma3_cases() -> list[Case]:
+    """Gemma 3 (text-only 1B, and the multimodal 4B config's language model), with a 32k vocabulary
+    (the published 262k one would leave activations under the term floor of a two-layer model)."""
+    gemma3_1b, gemma3_4b, small_vocab = (config_file("google/gemma-3-1b-pt"), config_file("google/gemma-3-4b-pt"),
+                                         ("vocab_size", 32768))
+    return [
+        _case(gemma3_1b, precision="bf16", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_1b, mb=4, seq=1024, overrides=(small_vocab, ("sliding_window_pattern", 2))),
+        _case(gemma3_1b, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024,
+              overrides=(small_vocab,)),
+        _case(gemma3_1b, method="lora", recompute="full", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_4b, precision="bf16", mb=2, seq=1024, overrides=(small_vocab,)),
+        _case(gemma3_4b, method="qlora", mb=2, seq=1024, overrides=(small_vocab, ("sliding_window", 512))),
+        _case(gemma3_4b, precision="bf16", tp=2, mb=2, seq=1024, overrides=(small_vocab,)),
+    ]
+
+
+def _cohere_cases() -> list[Case]:
+    """Cohere: Aya 23 8B, and Command R+ (q/k norms) narrowed to Aya's width so it traces in seconds."""
+    aya, command_r_plus, small_vocab = (config_file("CohereForAI/aya-23-8B"),
+                                        config_file("CohereForAI/c4ai-command-r-plus"), ("vocab_size", 32768))
+    narrow = (("hidden_size", 4096), ("num_attention_heads", 32), ("intermediate_size", 11264), small_vocab)
+    return [
+        _case(aya, precision="bf16", mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, precision="bf16", method="lora", mb=4, seq=1024),
+        _case(aya, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab,)),
+        _case(aya, method="qlora", recompute="full", mb=4, seq=1024),
+        _case(command_r_plus, precision="bf16", mb=4, seq=1024, overrides=narrow),
+        _case(command_r_plus, mb=4, seq=1024, overrides=narrow),
+        _case(command_r_plus, precision="bf16", method="lora", targets=("all-linear",), mb=4, seq=1024,
+              overrides=narrow),
+    ]
+
+
+def _cohere2_cases() -> list[Case]:
+    command_r7b, small_vocab = config_file("CohereForAI/c4ai-command-r7b-12-2024"), ("vocab_size", 32768)
+    window = ("sliding_window", 512)
+    return [
+        _case(command_r7b, precision="bf16", mb=4, seq=1024,
+              overrides=(small_vocab, window, ("sliding_window_pattern", 2))),
+        _case(command_r7b, method="qlora", mb=2, seq=1024, overrides=(window,)),
+        _case(command_r7b, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab, window)),
+        _case(command_r7b, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024,
+              overrides=(small_vocab,)),
+    ]

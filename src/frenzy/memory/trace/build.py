@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
-from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys
+from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys, text_config
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
 from frenzy.memory.trace.patches import decoder_layers, setattr_during
 
@@ -29,7 +29,9 @@ _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
 _FUSED_QKV = {"query_key_value"}  # one module answers to q, k and v
 LORA_MODULES: dict[str, dict[str, list[str]]] = {
     **{family: _LLAMA for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                                     "qwen3_moe", "olmoe", "phimoe", "gemma", "gemma2", "stablelm")},
+                                     "qwen3_moe", "olmoe", "phimoe", "gemma", "gemma2", "stablelm",
+                                     "granite", "smollm3", "olmo2", "gemma3_text", "gemma3", "cohere",
+                                     "cohere2")},
     "gpt2": {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"],
              "up": ["c_fc"], "down": ["mlp.c_proj"]},
     "gpt_neox": {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
@@ -45,11 +47,16 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
     "gptj": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"], "up": ["fc_in"], "down": ["fc_out"]},
     "gpt_neo": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["out_proj"],
                 "up": ["c_fc"], "down": ["mlp.c_proj"]},
+    "starcoder2": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+                   "up": ["c_fc"], "down": ["c_proj"]},
+    "glm4": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+             "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
 }
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}
-TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe")
+TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe", "starcoder2",
+               "granite", "smollm3", "glm4", "gemma3_text", "cohere", "cohere2")
 
 
 def model_type(cfg: dict) -> str:
@@ -94,6 +101,24 @@ def generic_lora_modules(model: nn.Module, targets: frozenset[str]) -> list[str]
 _LEARNED_POSITIONS = {"gpt2": "n_positions", "gpt_neo": "max_position_embeddings", "opt": "max_position_embeddings"}
 
 
+# Multimodal model types whose `text_config` holds the causal language model that is trained.
+def language_model_config(cfg: dict) -> dict:
+    """The causal language model's config: a multimodal config's text_config (the vision tower does
+    not take part in a causal-LM training step; frenzy.core.generic.text_config), with the sizes
+    shard_config reads filled from transformers' defaults (Hub configs state only what differs)."""
+    text = text_config(cfg)
+    if text is cfg:
+        return cfg
+    from transformers import AutoConfig
+
+    defaults = AutoConfig.for_model(text["model_type"])
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim"):
+        if getattr(defaults, key, None) is not None:
+            text.setdefault(key, getattr(defaults, key))
+    return text
+
+
 def check_sequence(cfg: dict, seq_len: int) -> None:
     key = _LEARNED_POSITIONS.get(cfg.get("model_type"))
     if key and cfg.get(key) and seq_len > cfg[key]:
@@ -122,6 +147,8 @@ def shard_config(cfg: dict, tp: int) -> dict:
                 raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
             out[key] = cfg[key] // tp
     out["vocab_size"] = math.ceil(cfg["vocab_size"] / tp)
+    if (cfg.get("pad_token_id") or 0) >= out["vocab_size"]:
+        out["pad_token_id"] = None  # the padding row lives on another rank's shard
     return out
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from frenzy.core.generic import text_config
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
@@ -72,7 +71,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
-    cfg = text_config(cfg)
+    cfg = build.language_model_config(cfg)
     build.check_sequence(cfg, seq_len)
     cfg = build.shard_config(cfg, plan.tp)
     notes = list(_plan_notes(training, plan))
