@@ -11,6 +11,7 @@ alone worst <= 5%. Writes docs/ACCURACY.md#profiled-validation.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
 
+from frenzy.core.hf_config import PARSERS  # noqa: E402
 from frenzy.memory.validation import Case, _case, compare  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "profiled"
@@ -40,8 +42,13 @@ def cases(quick: bool) -> list[tuple[str, Case]]:
     settings = SETTINGS[:2] if quick else SETTINGS
     rows = []
     for path in sorted(CONFIGS.glob("*.json")):
-        group = "held back" if path.stem in HELD_BACK else "no formula"
-        rows += [(group, _with(_case(str(path), layers=None, **s), profiled=True)) for s in settings]
+        has_formula = json.loads(path.read_text())["model_type"] in PARSERS
+        group = "held back" if path.stem in HELD_BACK else "formula family" if has_formula else "no formula"
+        for s in settings:
+            if has_formula:
+                rows.append(("formula", _case(str(path), layers=None, **s)))
+            rows.append((group + (", profiled" if has_formula else ""),
+                         _with(_case(str(path), layers=None, **s), profiled=True)))
     for model in FORMULA:
         for s in settings:
             rows.append(("formula", _case(model, layers=None, **s)))

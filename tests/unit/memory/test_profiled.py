@@ -33,7 +33,7 @@ PUBLISHED_PARAMS = {
 @pytest.mark.parametrize("name", sorted(PUBLISHED_PARAMS))
 def test_profiled_parameter_counts_match_the_published_totals(name):
     expected, _source = PUBLISHED_PARAMS[name]
-    arch = load_model(str(CONFIGS / f"{name}.json"))
+    arch = load_model(str(CONFIGS / f"{name}.json"), profiled=True)
     assert arch.model_source == "profiled"
     assert abs(arch.num_params - expected) / expected < 0.005
 
@@ -58,7 +58,7 @@ def test_a_formula_family_profiled_agrees_with_its_formula_on_weights():
 
 
 def test_profiled_families_are_planned_without_tensor_parallelism_and_say_why():
-    job = JobSpec(model=load_model(str(CONFIGS / "allenai--OLMo-2-1124-7B.json")), training=TrainingConfig(),
+    job = JobSpec(model=load_model(str(CONFIGS / "openai--gpt-oss-20b.json")), training=TrainingConfig(),
                   seq_len=1024, global_batch=8)
     with pytest.raises(ValueError, match="planned without tensor parallelism"):
         check_plan(job, ParallelPlan(dp=1, tp=2))
@@ -67,7 +67,7 @@ def test_profiled_families_are_planned_without_tensor_parallelism_and_say_why():
 
 def test_a_cached_family_is_predicted_without_torch(tmp_path):
     env = dict(os.environ, FRENZY_CACHE_DIR=str(tmp_path))
-    config = str(CONFIGS / "google--gemma-3-1b-pt.json")
+    config = str(CONFIGS / "openai--gpt-oss-20b.json")
     argv = ["memory", config, "--seq", "1024", "--micro-batch", "2", "--precision", "bf16", "--json"]
     run = [sys.executable, "-m", "frenzy.cli.main", *argv]
     first = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
