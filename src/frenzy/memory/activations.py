@@ -390,7 +390,7 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
 def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
     """What one layer keeps without recomputation (a profiled family: its widest layer kind)."""
     if arch.profile_key:
-        return round(activation_profile(arch, training, seq).widest_layer(seq))
+        return round(activation_profile(arch, training, seq).widest_layer(seq, plan.micro_batch))
     return _layer_bytes(arch, training, plan.tp, plan.sequence_parallel, plan.recompute, seq)
 
 
@@ -437,7 +437,9 @@ def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, 
     counts as none, which over-states eager attention's scores)."""
     if arch.profile_key:
         profile = activation_profile(arch, training, seq)
-        return round(profile.mean_checkpoint() if plan.recompute is Recompute.FULL else profile.mean_layer(seq))
+        if plan.recompute is Recompute.FULL:
+            return round(profile.mean_checkpoint())
+        return round(profile.mean_layer(seq, plan.micro_batch))
     if plan.recompute is Recompute.FULL:
         return checkpoint_bytes_per_token(arch, training, plan)
     return layer_bytes_per_token(arch, training, plan, seq)
@@ -497,7 +499,7 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
     if arch.profile_key:
         if plan.recompute is not Recompute.NONE:
             return 0
-        return -round(activation_profile(arch, training, seq).first_layer_delta.at(seq))
+        return -round(activation_profile(arch, training, seq).first_layer_delta.at(seq, plan.micro_batch))
     if training.method is Method.FULL:
         return 0
     if plan.recompute is Recompute.FULL and checkpointed_input_bytes(arch, training) == 4 and not arch.embedding_norm:

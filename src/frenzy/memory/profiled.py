@@ -4,11 +4,12 @@
 (two layers of every layer kind, see `structure.reduced_layers`) on fake tensors and reads what
 each decoder layer keeps for backward. Bytes a layer keeps follow the terms the physics has:
 
-    B(mb, s) = C + mb * s * (a + q * s)
+    B(mb, s) = mb * s * (a + q * s) + r * s
 
-a constant C (per-layer buffers), a part linear in tokens (a: bytes per token) and, where the
-attention materialises its scores (eager, or an explicit mask), a part quadratic in the sequence
-(q). Three traces - (mb 1, s1), (mb 2, s1), (mb 1, s2) - determine a, q and C per kind; one more
+a part linear in tokens (a: bytes per token), where the attention materialises its scores (eager,
+or an explicit mask) a part quadratic in the sequence (q), and a part that grows with the sequence
+but not the batch (r: rotary cos/sin tables a layer computes for itself). Three traces - (mb 1, s1),
+(mb 2, s1), (mb 1, s2) - determine a, q and r per kind; one more
 under full recomputation gives the checkpoint each layer keeps. Outside the layers (token ids, the
 final norm and the LM head's input) is read from the same traces. Sliding windows and attention
 chunks change what attention keeps once the sequence reaches them, so s1 and s2 are taken in the
@@ -26,18 +27,21 @@ from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
 from frenzy.core.training import TrainingConfig
 
-PROFILE_VERSION = 4  # bump when what a profile holds or how it is measured changes
+PROFILE_VERSION = 5  # bump when what a profile holds or how it is measured changes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerTerms:
-    """Bytes one layer of a kind keeps: per token (a), per token per sequence position (q)."""
+    """Bytes one layer of a kind keeps: per token (a), per token per sequence position (q), per
+    sequence position whatever the micro-batch (r)."""
 
     per_token: float
     per_token_per_seq: float
+    per_position: float
 
-    def at(self, seq: int) -> float:
-        return self.per_token + self.per_token_per_seq * seq
+    def at(self, seq: int, micro_batch: int) -> float:
+        """Bytes per token of a micro-batch of `micro_batch` sequences of `seq` tokens."""
+        return self.per_token + self.per_token_per_seq * seq + self.per_position / micro_batch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,11 +53,12 @@ class ActivationProfile:
     outside_per_token: float  # outside the layers: ids, labels, final norm, the LM head's input
     outside_checkpointed_per_token: float  # the same under full recomputation
 
-    def mean_layer(self, seq: int) -> float:
-        return sum(n * k.at(seq) for n, k in zip(self.layer_counts, self.kinds)) / sum(self.layer_counts)
+    def mean_layer(self, seq: int, micro_batch: int) -> float:
+        layers = zip(self.layer_counts, self.kinds)
+        return sum(n * k.at(seq, micro_batch) for n, k in layers) / sum(self.layer_counts)
 
-    def widest_layer(self, seq: int) -> float:
-        return max(k.at(seq) for k in self.kinds)
+    def widest_layer(self, seq: int, micro_batch: int) -> float:
+        return max(k.at(seq, micro_batch) for k in self.kinds)
 
     def mean_checkpoint(self) -> float:
         return sum(n * c for n, c in zip(self.layer_counts, self.checkpoint_per_token)) / sum(self.layer_counts)

@@ -41,12 +41,12 @@ def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_b
 
 
 def _terms(b11: float, b21: float, b12: float, s1: int, s2: int) -> dict:
-    """a and q of B(mb, s) = C + mb * s * (a + q * s) from B(1, s1), B(2, s1), B(1, s2)."""
-    per_token_1 = (b21 - b11) / s1
-    constant = b11 - (b21 - b11)
-    per_token_2 = (b12 - constant) / s2
+    """a, q and r of B(mb, s) = mb * s * (a + q * s) + r * s from B(1, s1), B(2, s1), B(1, s2)."""
+    per_token_1 = (b21 - b11) / s1  # a + q * s1
+    per_position = (b11 - (b21 - b11)) / s1  # r: what one sequence position adds whatever the batch
+    per_token_2 = (b12 - per_position * s2) / s2  # a + q * s2
     q = (per_token_2 - per_token_1) / (s2 - s1)
-    return {"per_token": per_token_1 - q * s1, "per_token_per_seq": q}
+    return {"per_token": per_token_1 - q * s1, "per_token_per_seq": q, "per_position": per_position}
 
 
 def measure(config_path: str, training: TrainingConfig, s1: int, s2: int) -> dict:
