@@ -1,7 +1,7 @@
 """The profiled path (families without a formula) against the fake-tensor trace, at full depth.
 
-Each row predicts the allocated peak from a profile measured on a reduced-depth copy (two layers
-of every kind) and compares it with the trace of the whole model. Rows of families that have a
+Each row predicts the allocated peak from a profile measured on a reduced-depth copy (every layer
+kind once) and compares it with the trace of the whole model. Rows of families that have a
 formula are run both ways, side by side. Families under "held back" had no part in building the
 profiled path. Targets (issue): formula families median <= 0.5%, worst <= 3%; the profiled path
 alone worst <= 5%. Writes docs/ACCURACY.md#profiled-validation.
@@ -87,8 +87,8 @@ def main() -> None:
             print(lines[-1], flush=True)
     summary = "; ".join(f"{g}: {len(e)} rows, median {statistics.median(e):.2%}, worst {max(e):.2%}"
                         for g, e in errors.items())
-    text = (f"## Profiled path against the trace\n\nFull-depth models; the profile is measured on two layers of "
-            f"every kind and scaled. {summary}. {time.perf_counter() - started:.0f} s.\n\n"
+    text = (f"## Profiled path against the trace\n\nFull-depth models; the profile is measured on a reduced-depth "
+            f"copy (every layer kind once) and scaled. {summary}. {time.perf_counter() - started:.0f} s.\n\n"
             "| group | configuration | traced GiB | predicted GiB | peak error | worst term | s |\n"
             "|---|---|---:|---:|---:|---|---:|\n" + "\n".join(lines))
     write_section("profiled-validation" + ("-quick" if quick else ""), text, doc="docs/ACCURACY.md",

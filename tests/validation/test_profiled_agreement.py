@@ -1,5 +1,5 @@
 """The profiled path (families without a formula) against the fake-tensor trace: each family's
-profile is measured on two layers of every layer kind and must predict a four-layer model's
+profile is measured on a reduced-depth copy (every layer kind once) and must predict a four-layer model's
 whole step. Families marked held back had no part in building the path. Target: allocated peak
 within 3% (the issue allows 5% for the profiled path alone); every breakdown term within 5% or
 0.5% of the peak. Full-depth rows: bench/profiled_validation.py."""

@@ -1,7 +1,7 @@
 """Activations of a profiled family (no formula): a per-layer profile the tracer measured once.
 
 `frenzy.memory.trace.profile` runs the real training step of a reduced-depth copy of the model
-(two layers of every layer kind, see `structure.reduced_layers`) on fake tensors and reads what
+(every layer kind once, see `structure.reduced_layers`) on fake tensors and reads what
 each decoder layer keeps for backward. Bytes a layer keeps follow the terms the physics has:
 
     B(mb, s) = mb * s * (a + q * s) + r * s
@@ -27,7 +27,7 @@ from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
 from frenzy.core.training import TrainingConfig
 
-PROFILE_VERSION = 5  # bump when what a profile holds or how it is measured changes
+PROFILE_VERSION = 6  # bump when what a profile holds or how it is measured changes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,11 +1,12 @@
 """Measure the activation profile of a family without a formula (see frenzy.memory.profiled).
 
-Four traces of a reduced-depth copy (two layers of every kind): (mb 1, s1), (mb 2, s1) and
-(mb 1, s2) without recomputation, and (mb 1, s1) under full recomputation. Layer i keeps what the
-measured step's first forward adds between the marks `layer_pre.i` and `layer_pre.i+1`; what the
-forward keeps outside the layers is the rest of what is alive when backward starts. A kind's bytes are read from its last kept layer that another layer follows (not the first
-layer of the model, whose input may not require grad, nor the last, whose output the final norm
-reads); the first layer's difference is kept separately.
+Four traces of a reduced-depth copy (each layer kind once, see structure.reduced_layers): (mb 1, s1),
+(mb 2, s1) and (mb 1, s2) without recomputation, and (mb 1, s1) under full recomputation. Layer i
+keeps what the measured step's first forward adds between the marks `layer_pre.i` and
+`layer_pre.i+1`; what the forward keeps outside the layers is the rest of what is alive when
+backward starts. A kind's bytes are read from its last kept layer that another layer follows (not
+the model's first layer, whose input may not require grad, nor the last, whose output the final
+norm reads); the first layer's difference is kept separately.
 """
 
 from __future__ import annotations

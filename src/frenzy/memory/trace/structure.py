@@ -9,7 +9,7 @@ to), fused 3-D expert tensors (one slice per expert) and the rest (norms, router
 Layers are grouped into kinds by their parameter shapes plus the per-layer entries of the config
 (`layer_types`, `no_rope_layers` ...): DeepSeek's first dense layers and its MoE layers, Llama 4's
 interleaved dense and MoE layers, Gemma 3's sliding and global layers are different kinds.
-`reduced_layers` picks the few layers a profile needs to see every kind (two of each).
+`reduced_layers` picks the few layers a profile needs to see every kind.
 """
 
 from __future__ import annotations
@@ -104,16 +104,20 @@ def _norm_kind(model: nn.Module) -> str:
     return "layernorm" if layer > sum(names.values()) - layer else "rmsnorm"
 
 
-def reduced_layers(layer_kinds: list[int], per_kind: int = 2) -> list[int]:
-    """Indices of the first `per_kind` layers of every kind, in model order, and the layer after the
-    last of them: a layer's output counts as kept until the next layer has read it (then it is
-    freed unless saved), so a layer speaks for its kind only when another layer follows it."""
-    seen: Counter = Counter()
-    keep = []
+def reduced_layers(layer_kinds: list[int]) -> list[int]:
+    """Indices of the layers a profile traces, in model order: the first layer of every kind, the
+    second layer of the first layer's kind (the model's first layer keeps less when its input needs
+    no grad, so it cannot speak for its kind), and the layer after the last of them: a layer's
+    output counts as kept until the next layer has read it, so a layer speaks for its kind only
+    when another layer follows it."""
+    first = {}
     for index, kind in enumerate(layer_kinds):
-        if seen[kind] < per_kind:
-            keep.append(index)
-            seen[kind] += 1
+        first.setdefault(kind, index)
+    keep = set(first.values())
+    again = next((i for i in range(1, len(layer_kinds)) if layer_kinds[i] == layer_kinds[0]), None)
+    if again is not None:
+        keep.add(again)
+    keep = sorted(keep)
     if keep[-1] + 1 < len(layer_kinds):
         keep.append(keep[-1] + 1)
     return keep

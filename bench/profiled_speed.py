@@ -1,0 +1,80 @@
+"""How long planning a family without a formula takes: the first call (the model's structure built
+on the meta device and its activation profile traced, in a fresh process with an empty cache;
+target <= 10 s on a 2-core machine) and later calls (cached; in-process plan enumeration over every
+catalog GPU type, target < 50 ms). Writes docs/BENCHMARKS.md#profiled-speed.
+
+    python bench/profiled_speed.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import write_section  # noqa: E402
+
+JOBS = [  # (model, global batch, seq, method): catalog families that have no formula
+    ("deepseek-ai/DeepSeek-V3", 256, 4096, "lora"),
+    ("deepseek-ai/DeepSeek-V2-Lite", 64, 4096, "full"),
+    ("openai/gpt-oss-20b", 64, 4096, "full"),
+    ("openai/gpt-oss-120b", 64, 4096, "lora"),
+    ("meta-llama/Llama-4-Scout-17B-16E", 64, 8192, "lora"),
+]
+REPEATS = 10
+
+
+def _first_call(model: str, batch: int, seq: int, method: str, cache: str) -> float:
+    argv = [sys.executable, "-m", "frenzy.cli.main", "plan", model, "--global-batch", str(batch), "--seq", str(seq),
+            "--method", method, "--json"]
+    start = time.perf_counter()
+    subprocess.run(argv, env=dict(os.environ, FRENZY_CACHE_DIR=cache), check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def _later_calls(model: str, batch: int, seq: int, method: str) -> list[float]:
+    from frenzy.core import catalog
+    from frenzy.core.hf_config import load_model
+    from frenzy.core.job import JobSpec
+    from frenzy.core.training import Method, TrainingConfig
+    from frenzy.memory.plans import plan_job
+
+    gpus = list(catalog.gpu_types().values())
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        job = JobSpec(model=load_model(model), training=TrainingConfig(method=Method(method)), seq_len=seq,
+                      global_batch=batch)
+        plan_job(job, gpus)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    rows = ["| model | method | global batch x seq | first call, fresh process (s) | later calls median (ms) | "
+            "max (ms) |", "|---|---|---|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["FRENZY_CACHE_DIR"] = cache
+        for model, batch, seq, method in JOBS:
+            first = _first_call(model, batch, seq, method, cache)
+            later = _later_calls(model, batch, seq, method)
+            rows.append(f"| {model} | {method} | {batch} x {seq} | {first:.1f} | {statistics.median(later) * 1e3:.1f} "
+                        f"| {max(later) * 1e3:.1f} |")
+            print(rows[-1], flush=True)
+    summary = ("## Profiled families: planning speed\n\nFirst call: `frenzy plan` in a fresh process with an empty "
+               "profile cache (interpreter start, PyTorch and transformers import, the meta-device structure and "
+               "four traces of a reduced-depth copy). Later calls: `load_model` + `plan_job` over every catalog GPU "
+               f"type in one process, {REPEATS} runs. Targets: first call <= 10 s, later calls < 50 ms.\n\n"
+               + "\n".join(rows))
+    print(summary)
+    write_section("profiled-speed", summary, command="python bench/profiled_speed.py")
+
+
+if __name__ == "__main__":
+    main()
