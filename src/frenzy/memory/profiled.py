@@ -27,7 +27,7 @@ from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
 from frenzy.core.training import TrainingConfig
 
-PROFILE_VERSION = 6  # bump when what a profile holds or how it is measured changes
+PROFILE_VERSION = 7  # bump when what a profile holds or how it is measured changes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Recompute, TrainingConfig
 from frenzy.memory.trace.replay import replay
-from frenzy.memory.trace.step import LAYER_POST, LAYER_PRE, MEASURED_STEP
+from frenzy.memory.trace.step import LAYER_POST, LAYER_PRE
 from frenzy.memory.trace.structure import reduced_layers
 from frenzy.memory.trace.tracer import record_steps
 
@@ -29,15 +29,15 @@ def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_b
             recompute: Recompute) -> tuple[list[int], int]:
     """(bytes each kept layer keeps, bytes kept outside the layers) for one traced step."""
     plan = ParallelPlan(micro_batch=micro_batch, recompute=recompute)
-    log = record_steps(config_path, training, plan, seq, keep_layers=keep).log
-    marks = replay(log, MEASURED_STEP).at_marks
+    # one step: what a forward keeps does not depend on optimizer state
+    log = record_steps(config_path, training, plan, seq, keep_layers=keep, steps=1).log
+    marks = replay(log, 0).at_marks
     # from one layer's start to the next one's: the loop frees the previous hidden state only when
     # it takes the layer's output, after the layer has returned
     edges = [marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(len(keep))]
     edges.append(marks[f"{LAYER_POST}.{len(keep) - 1}"][ACTIVATIONS])
     layers = [after - before for before, after in zip(edges, edges[1:])]
-    step = f"step{MEASURED_STEP}"
-    total = marks[f"{step}.backward"][ACTIVATIONS] - marks[f"{step}.forward"][ACTIVATIONS]
+    total = marks["step0.backward"][ACTIVATIONS] - marks["step0.forward"][ACTIVATIONS]
     return layers, total - sum(layers)
 
 

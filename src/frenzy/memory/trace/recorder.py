@@ -72,6 +72,7 @@ class AllocationRecorder(TorchDispatchMode):
         self.vocab_size = vocab_size
         self.phase = Phase.FORWARD
         self.step = 0
+        self.measured_step = 1  # the step whose forward is marked (step.run_steps sets it)
         self.recompute_depth = 0  # > 0 while a checkpointed layer re-runs its forward in backward
         self._live: dict[int, int] = {}  # storage key -> allocation id
         self._active = True

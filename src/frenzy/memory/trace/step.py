@@ -82,22 +82,24 @@ def install_hooks(recorder: AllocationRecorder, layers: nn.ModuleList, params: l
 def _mark_layer(recorder: AllocationRecorder, name: str, done: str) -> None:
     """Mark layer i's edges in the first forward of the measured step (`layer_pre.i`, `layer_post.i`):
     the activations a layer keeps are the growth between them (frenzy.memory.trace.profile)."""
-    if (recorder.step == MEASURED_STEP and recorder.phase is Phase.FORWARD and recorder.recompute_depth == 0
+    if (recorder.step == recorder.measured_step and recorder.phase is Phase.FORWARD and recorder.recompute_depth == 0
             and done not in recorder.log.marks):
         recorder.mark_event(name)
 
 
 def _first_forward_of_measured_step(recorder: AllocationRecorder) -> bool:
-    return (recorder.step == MEASURED_STEP and recorder.phase is Phase.FORWARD
+    return (recorder.step == recorder.measured_step and recorder.phase is Phase.FORWARD
             and recorder.recompute_depth == 0 and LAYER_POST not in recorder.log.marks)
 
 
 def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer, recorder: AllocationRecorder, *,
               precision: Precision, micro_batch: int, seq_len: int, grad_accum: int, vocab_size: int,
-              host_state: frozenset[str]) -> None:
+              host_state: frozenset[str], steps: int = STEPS) -> None:
+    """`steps` optimizer steps; the last one's forward is marked (a profile needs only one)."""
+    recorder.measured_step = steps - 1
     recorder.set_phase(0, Phase.FORWARD)
     ids = torch.randint(0, vocab_size, (micro_batch, seq_len))
-    for step in range(STEPS):
+    for step in range(steps):
         for _ in range(grad_accum):
             recorder.set_phase(step, Phase.FORWARD)
             with autocast_for(precision):

@@ -65,8 +65,9 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
 
 
 def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
-                 keep_origins: bool = False, keep_layers: list[int] | None = None) -> Recording:
-    """Build and run the model on fake tensors; the allocation log of both steps. `keep_layers`
+                 keep_origins: bool = False, keep_layers: list[int] | None = None,
+                 steps: int = step.STEPS) -> Recording:
+    """Build and run the model on fake tensors; the allocation log of its steps. `keep_layers`
     runs a reduced-depth copy holding only those decoder layers."""
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
@@ -93,7 +94,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
                 recorder.register(tensor, WEIGHTS)
             step.run_steps(net, optimizer, recorder, precision=training.precision, micro_batch=plan.micro_batch,
                            seq_len=seq_len, grad_accum=plan.grad_accum, vocab_size=vocab,
-                           host_state=optim.host_state_keys(training.optimizer))
+                           host_state=optim.host_state_keys(training.optimizer), steps=steps)
         log = recorder.stop()
         for handle in hooks:
             handle.remove()
