@@ -29,6 +29,10 @@ JOBS = [  # (model, global batch, seq, method)
     ("meta-llama/Llama-2-70b-hf", 128, 4096, Method.FULL),
     ("mistralai/Mixtral-8x7B-v0.1", 64, 4096, Method.FULL),
     ("meta-llama/Llama-3.1-405B", 256, 8192, Method.FULL),
+    ("Qwen/Qwen3-30B-A3B", 64, 4096, Method.LORA),
+    ("google/gemma-3-27b-pt", 64, 4096, Method.LORA),
+    ("allenai/OLMo-2-1124-13B", 64, 4096, Method.FULL),
+    ("microsoft/phi-4", 64, 4096, Method.QLORA),
 ]
 REPEATS = 20
 
