@@ -17,7 +17,7 @@ from report import write_section  # noqa: E402
 from frenzy.core.hf_config import load_model  # noqa: E402
 from frenzy.core.plan import ParallelPlan  # noqa: E402
 from frenzy.core.training import Precision, TrainingConfig  # noqa: E402
-from frenzy.memory import activations as act  # noqa: E402
+from frenzy.memory.layer_inventory import layer_inventory  # noqa: E402
 
 MODELS = ["meta-llama/Llama-3.2-1B", "mistralai/Mistral-7B-v0.1", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen3-0.6B",
           "google/gemma-2b", "microsoft/Phi-3-mini-4k-instruct", "openai-community/gpt2", "EleutherAI/pythia-160m",
@@ -40,7 +40,7 @@ def main() -> None:
         arch = load_model(name)
         for precision in (Precision.BF16, Precision.BF16_MIXED):
             training = TrainingConfig(precision=precision)
-            inventory = act.layer_inventory(arch, training, ParallelPlan(micro_batch=MICRO), SEQ)
+            inventory = layer_inventory(arch, training, ParallelPlan(micro_batch=MICRO), SEQ)
             total = sum(inventory.values())
             top = ", ".join(f"{k} {v}" for k, v in sorted(inventory.items(), key=lambda x: -x[1])[:4])
             traced = traced_per_layer(name, training)
@@ -49,7 +49,7 @@ def main() -> None:
             print(rows[-1], flush=True)
     text = ("## Activation coefficients per architecture\n\nBytes one decoder layer keeps for backward per token "
             f"(full fine-tuning, flash/SDPA kernel, micro-batch {MICRO}, sequence {SEQ}), from MARP's inventory "
-            "(frenzy.memory.activations.layer_inventory) and as measured by the trace for one middle layer of "
+            "(frenzy.memory.layer_inventory.layer_inventory) and as measured by the trace for one middle layer of "
             "the real model (growth of live forward bytes across the layer, which also counts the layer's "
             "residual output where it outlives the layer).\n\n" + "\n".join(rows))
     write_section("activation-coefficients", text, doc="docs/ACCURACY.md", command="python bench/activation_coefficients.py")

@@ -17,7 +17,7 @@ from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute
-from frenzy.memory.activations import Kernel, attention_kernel
+from frenzy.memory.layer_inventory import Kernel, attention_kernel
 from frenzy.memory.states import stage_params
 from frenzy.perf import comm, efficiency, flops
 
