@@ -84,7 +84,8 @@ def create_app(service: ControlService) -> FastAPI:
             method=method, optimizer=optimizer, objective=objective,
             limits={"max_gpus": max_gpus, "gpu_types": [g for g in (gpu_types or "").split(",") if g]}))
         spec, choices = service.plan(request)
-        return s.PlansOut(model=spec.model.name, params=spec.model.num_params, plans=[_plan_json(c) for c in choices])
+        return s.PlansOut(model=spec.model.name, params=spec.model.num_params,
+                          model_source=spec.model.model_source, plans=[_plan_json(c) for c in choices])
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
     def metrics():

@@ -131,6 +131,8 @@ class ClusterOut(BaseModel):
 class PlansOut(BaseModel):
     model: str
     params: int
+    model_source: str = Field(description="formula: the family's own formulas; profiled: a traced per-layer "
+                                          "profile (families without a formula)")
     plans: list[dict[str, Any]]
 
 

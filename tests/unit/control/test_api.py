@@ -69,6 +69,7 @@ def test_dry_run_plans_queue_nothing(client):
     r = client.get("/v1/plans", params={"model": TINY, "global_batch": 16, "seq_len": 256})
     assert r.status_code == 200 and r.json()["plans"]
     assert {p["gpu_type"] for p in r.json()["plans"]} <= {"A100-SXM-80G", "A10G-24G"}
+    assert r.json()["model_source"] == "formula"
     assert client.get("/v1/jobs").json() == []
     assert client.get("/v1/jobs/j-missing").status_code == 404
     assert "/v1/jobs" in client.get("/openapi.json").json()["paths"]
