@@ -61,17 +61,10 @@ def text_config(cfg: dict) -> dict:
     return out
 
 
-def num_layers(cfg: dict) -> int:
-    for key in LAYER_COUNT_KEYS:
-        if isinstance(cfg.get(key), int):
-            return cfg[key]
-    raise InvalidConfigError(f"config.json of model_type {cfg.get('model_type')} names no layer count "
-                             f"({' / '.join(LAYER_COUNT_KEYS)}); add it")
-
-
 def per_layer_keys(cfg: dict) -> list[str]:
-    """Config keys that hold one entry per decoder layer (layer_types, no_rope_layers ...)."""
-    layers = num_layers(cfg)
+    """Config keys that hold one entry per decoder layer (layer_types, no_rope_layers ...); none when
+    the config leaves the layer count to transformers' default."""
+    layers = next((cfg[k] for k in LAYER_COUNT_KEYS if isinstance(cfg.get(k), int)), 0)
     return sorted(k for k, v in cfg.items() if isinstance(v, list) and len(v) == layers and layers > 1)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
 from frenzy.core.training import TrainingConfig
@@ -112,7 +113,13 @@ def _profile(key: str, training: TrainingConfig, regime: int, s1: int, s2: int) 
         except ImportError as exc:
             raise ValueError(f"profiling a family without a formula needs PyTorch and transformers "
                              f"({exc.name} is missing): pip install 'frenzy[trace]'") from None
-        data = measure(str(folder / "config.json"), training, s1, s2)
+        try:
+            data = measure(str(folder / "config.json"), training, s1, s2)
+        except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as exc:
+            raise InvalidConfigError(
+                f"the training step of this {read_json(folder / 'structure.json')['model_type']} model could not "
+                f"be traced to profile its activations ({type(exc).__name__}: {exc}); plan it with a config "
+                "of a family Frenzy has formulas for") from exc
         write_json(path, data)
     return ActivationProfile(
         kinds=tuple(LayerTerms(**k) for k in data["kinds"]),
