@@ -20,12 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
 
-JOBS = [  # (model, global batch, seq, method): catalog families that have no formula
-    ("deepseek-ai/DeepSeek-V3", 256, 4096, "lora"),
-    ("deepseek-ai/DeepSeek-V2-Lite", 64, 4096, "full"),
-    ("openai/gpt-oss-20b", 64, 4096, "full"),
-    ("openai/gpt-oss-120b", 64, 4096, "lora"),
-    ("meta-llama/Llama-4-Scout-17B-16E", 64, 8192, "lora"),
+CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "profiled"
+JOBS = [  # (model, global batch, seq, method): families without a formula
+    (str(CONFIGS / "zai-org--GLM-4.5-Air.json"), 128, 4096, "lora"),  # 46 layers, 128 experts, dense first
+    (str(CONFIGS / "baidu--ERNIE-4.5-21B-A3B-PT.json"), 64, 4096, "full"),
+    (str(CONFIGS / "ByteDance-Seed--Seed-OSS-36B-Base.json"), 64, 4096, "lora"),  # 64 layers
+    (str(CONFIGS / "swiss-ai--Apertus-8B-2509.json"), 64, 4096, "full"),
+    (str(CONFIGS / "LGAI-EXAONE--EXAONE-4.0-1.2B.json"), 64, 4096, "full"),
 ]
 REPEATS = 10
 
@@ -64,7 +65,7 @@ def main() -> None:
         for model, batch, seq, method in JOBS:
             first = _first_call(model, batch, seq, method, cache)
             later = _later_calls(model, batch, seq, method)
-            rows.append(f"| {model} | {method} | {batch} x {seq} | {first:.1f} | {statistics.median(later) * 1e3:.1f} "
+            rows.append(f"| {Path(model).stem} | {method} | {batch} x {seq} | {first:.1f} | {statistics.median(later) * 1e3:.1f} "
                         f"| {max(later) * 1e3:.1f} |")
             print(rows[-1], flush=True)
     summary = ("## Profiled families: planning speed\n\nFirst call: `frenzy plan` in a fresh process with an empty "

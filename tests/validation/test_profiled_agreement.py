@@ -31,6 +31,8 @@ CASES = [
           layers=4),
     _case(str(CONFIGS / "allenai--Olmo-3-1025-7B.json"), precision="bf16", mb=2, seq=1024, layers=4),
     _case(str(CONFIGS / "swiss-ai--Apertus-8B-2509.json"), method="qlora", mb=1, seq=1024, layers=4),
+    _case(str(CONFIGS / "zai-org--GLM-4.5-Air.json"), precision="bf16", mb=2, seq=1024, layers=3),
+    _case(str(CONFIGS / "baidu--ERNIE-4.5-21B-A3B-PT.json"), method="lora", targets=("all-linear",), layers=3),
     # a formula family through the profiled path
     _case("Qwen/Qwen2.5-0.5B", precision="bf16", mb=4, seq=1024, layers=4),
 ]
