@@ -6,7 +6,7 @@ formula are run both ways, side by side. Families under "held back" had no part 
 profiled path. Targets (issue): formula families median <= 0.5%, worst <= 3%; the profiled path
 alone worst <= 5%. Writes docs/ACCURACY.md#profiled-validation.
 
-    python bench/profiled_validation.py [--quick]
+    python bench/profiled_validation.py [--quick] [--only WORD,WORD]  (configs whose file name holds a word)
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ SETTINGS = (dict(precision="bf16", mb=4, seq=2048),
             dict(precision="bf16", method="lora", attention="eager", mb=1, seq=1024))
 
 
-def cases(quick: bool) -> list[tuple[str, Case]]:
+def cases(quick: bool, only: list[str]) -> list[tuple[str, Case]]:
     settings = SETTINGS[:2] if quick else SETTINGS
     rows = []
     for path in sorted(CONFIGS.glob("*.json")):
+        if only and not any(word.lower() in path.stem.lower() for word in only):
+            continue
         has_formula = json.loads(path.read_text())["model_type"] in PARSERS
         group = "held back" if path.stem in HELD_BACK else "formula family" if has_formula else "no formula"
         for s in settings:
@@ -50,7 +52,7 @@ def cases(quick: bool) -> list[tuple[str, Case]]:
                 rows.append(("formula", _case(str(path), layers=None, **s)))
             rows.append((group + (", profiled" if has_formula else ""),
                          _with(_case(str(path), layers=None, **s), profiled=True)))
-    for model in FORMULA:
+    for model in FORMULA if not only else ():
         for s in settings:
             rows.append(("formula", _case(model, layers=None, **s)))
             rows.append(("formula, profiled", _with(_case(model, layers=None, **s), profiled=True)))
@@ -65,13 +67,14 @@ def _with(case: Case, **changes) -> Case:
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else []
     lines, errors = [], {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as cache:
         import os
 
         os.environ.setdefault("FRENZY_CACHE_DIR", cache)
-        for group, case in cases(quick):
+        for group, case in cases(quick, only):
             t0 = time.perf_counter()
             try:
                 c = compare(case)
@@ -92,8 +95,10 @@ def main() -> None:
             f"copy (every layer kind once) and scaled. {summary}. {time.perf_counter() - started:.0f} s.\n\n"
             "| group | configuration | traced GiB | predicted GiB | peak error | worst term | s |\n"
             "|---|---|---:|---:|---:|---|---:|\n" + "\n".join(lines))
-    write_section("profiled-validation" + ("-quick" if quick else ""), text, doc="docs/ACCURACY.md",
-                  command="python bench/profiled_validation.py" + (" --quick" if quick else ""))
+    suffix = ("-quick" if quick else "") + ("-" + "-".join(only).lower() if only else "")
+    flags = (" --quick" if quick else "") + (f" --only {','.join(only)}" if only else "")
+    write_section("profiled-validation" + suffix, text, doc="docs/ACCURACY.md",
+                  command="python bench/profiled_validation.py" + flags)
 
 
 if __name__ == "__main__":
