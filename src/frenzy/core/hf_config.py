@@ -17,6 +17,7 @@ from frenzy.core.hf_blocks import Config
 from frenzy.core.model import ModelArch
 from frenzy.core.parsers_classic import (parse_bloom, parse_falcon, parse_gpt2, parse_gpt_neo,
                                          parse_gpt_neox, parse_gptj, parse_opt, parse_phi, parse_stablelm)
+from frenzy.core.parsers_deepseek import parse_deepseek_v2, parse_deepseek_v3
 from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma, parse_gemma2, parse_gemma3,
                                        parse_gemma3_text, parse_glm4, parse_granite, parse_llama,
                                        parse_olmo2, parse_phi3, parse_qwen, parse_qwen2, parse_qwen3,
@@ -55,6 +56,8 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "gemma3": parse_gemma3,
     "cohere": parse_cohere,
     "cohere2": parse_cohere2,
+    "deepseek_v2": parse_deepseek_v2,
+    "deepseek_v3": parse_deepseek_v3,
 }
 
 

@@ -23,6 +23,7 @@ class Router(Enum):
 
     SOFTMAX_TOPK = "softmax_topk"  # softmax over the experts, then top-k (Mixtral, Qwen-MoE, OLMoE)
     SPARSEMIXER = "sparsemixer"  # PhiMoE: two masked softmaxes, each sampled in training
+    SIGMOID = "sigmoid"  # DeepSeek-V3: sigmoid scores, group-limited top-k on bias-corrected scores
 
 
 class TpSplit(Enum):
@@ -98,10 +99,13 @@ class ModelArch:
     num_experts: int = 0  # 0 = dense
     experts_per_token: int = 0
     shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
+    shared_expert_gate: bool = True  # the shared expert's output is scaled by a sigmoid gate (Qwen2-MoE; not DeepSeek)
     router: Router = Router.SOFTMAX_TOPK
     router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
     router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
     router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training
+    router_fp32: bool = False  # the router upcasts its input and keeps an fp32 weight (DeepSeek)
+    router_group_mask: bool = False  # group-limited greedy top-k masks the scores (DeepSeek-V2)
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     logit_softcap: float = 0.0
@@ -127,6 +131,15 @@ class ModelArch:
     # Pretraining length where the config states one shorter than max_position_embeddings, which rope
     # scaling (Qwen v1's dynamic NTK) reaches beyond it; 0 = not stated. Only warnings read it.
     trained_seq_len: int = 0
+    # DeepSeek: the first `dense_layers` of num_layers carry a dense gated MLP of
+    # `dense_intermediate_size` in place of the MoE block (their parameters: irregular_* above).
+    dense_layers: int = 0
+    dense_intermediate_size: int = 0
+    # Multi-head latent attention (DeepSeek): the kv (and q, 0 = direct q) latent ranks, each with an
+    # RMSNorm; head_dim is the q/k head width (rotary_dim of it rotated), v_head_dim the value's.
+    mla_kv_rank: int = 0
+    mla_q_rank: int = 0
+    v_head_dim: int = 0
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -171,7 +184,7 @@ class ModelArch:
             extra += heads * self.head_dim
         if self.is_moe:
             extra += self.hidden_size * self.num_experts  # router
-            if self.shared_expert_size:
+            if self.shared_expert_size and self.shared_expert_gate:
                 extra += self.hidden_size  # sigmoid gate of the shared expert
         return extra
 
@@ -209,7 +222,7 @@ class ModelArch:
         inactive = sum(
             lin.params * (self.num_experts - self.experts_per_token) for lin in self.linears if lin.per_expert
         )
-        return self.num_params - self.num_layers * inactive
+        return self.num_params - (self.num_layers - self.dense_layers) * inactive  # dense layers have no experts
 
     def summary(self) -> str:
         kind = f"MoE {self.num_experts}x top-{self.experts_per_token}" if self.is_moe else "dense"

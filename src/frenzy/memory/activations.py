@@ -27,6 +27,11 @@ def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Paral
 def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, recompute: Recompute, seq: int) -> int:
     plan = ParallelPlan(tp=tp, sequence_parallel=sp, recompute=recompute)
     windowed = sum(layer_inventory(arch, training, plan, seq).values())
+    if arch.dense_layers:  # DeepSeek's dense first layers beside its MoE layers: the mean layer
+        from frenzy.memory.layer_mla import dense_layer_arch
+        dense = sum(layer_inventory(dense_layer_arch(arch), training, plan, seq).values())
+        d = min(arch.dense_layers, arch.num_layers)
+        return (dense * d + windowed * (arch.num_layers - d)) // arch.num_layers
     if not (arch.sliding_window and arch.global_layers):
         return windowed
     # Interleaved sliding/global layers (Gemma 3, Cohere 2): the mean layer; only windowed layers

@@ -51,7 +51,9 @@ def _qlora_dequant_bytes(job: JobSpec, plan: ParallelPlan) -> int:
     are not quantised, so never dequantised)."""
     if job.training.method is not Method.QLORA:
         return 0
-    return 2 * max(lin.weight_params for lin in job.model.linears if not lin.per_expert) // plan.tp
+    arch = job.model
+    dense_mlp = arch.dense_intermediate_size * arch.hidden_size if arch.dense_layers else 0  # DeepSeek's dense layers
+    return 2 * max(dense_mlp, *(lin.weight_params for lin in arch.linears if not lin.per_expert)) // plan.tp
 
 
 def _head_gradient_bytes(job: JobSpec, plan: ParallelPlan) -> int:

@@ -318,13 +318,20 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         "router": router_saved(arch, training) + ((cast or c) * h if experts_train else 0),
         "mlp_body": k * (expert * e // c + e * h),
     }
+    fp32_router_copy = arch.router_fp32 and experts_train and not cast
+    if fp32_router_copy:
+        # DeepSeek's router upcasts its input: in pure precision it keeps an fp32 copy of its own
+        items["router"] += (4 - c) * h
     if arch.shared_expert_size:
         # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
-        # gate, whose product keeps the shared output; trained, the three read autocast copies
+        # gate (Qwen2-MoE), whose product keeps the shared output; trained, gate, up and the sigmoid
+        # gate read autocast copies (in pure precision the norm output beside DeepSeek's fp32 router copy)
         shared = arch.shared_expert_size // plan.tp
-        items["mlp_body"] += (_activation_saved_bytes(arch, training.precision, c) + 2 * c) * shared + c * h
+        gate = arch.shared_expert_gate
+        items["mlp_body"] += (_activation_saved_bytes(arch, training.precision, c) + 2 * c) * shared + c * h * gate
         items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
-        items["mlp_body"] += 3 * cast * h if experts_train else 0
+        items["mlp_body"] += (2 + gate) * cast * h if experts_train else 0
+        items["mlp_body"] += c * h if fp32_router_copy else 0
     return items
 
 
@@ -347,9 +354,16 @@ def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
         s = 4 if training.precision.is_mixed else c
         jitter = 2 * s * arch.hidden_size if arch.router_input_jitter else 0
         return index + k * (experts + s * experts + 2 * s) + jitter
+    if arch.router is Router.SIGMOID:
+        # DeepSeek-V3: sigmoid of the fp32 router logits (16-bit under autocast, whose linear casts
+        # them down); the group-limited choice on bias-corrected scores keeps only indices, and the
+        # weights gathered from the sigmoid (renormalised in place: a clone and the sum) follow its dtype
+        s = 2 if training.precision.is_mixed else 4
+        return s * experts + index + s * k + (s * k + s if arch.router_norm_topk else 0)
     weights = 4 if arch.router_weights_fp32 else c
     norm = 4 * k + 4 if arch.router_norm_topk else 0
-    return 4 * experts + index + weights * k + norm
+    mask = experts if arch.router_group_mask else 0  # group-limited greedy: the bool mask on the scores
+    return 4 * experts + index + weights * k + norm + mask
 
 
 def _norms_share_input(arch: ModelArch, training: TrainingConfig) -> bool:
@@ -370,7 +384,11 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
                     windowed: bool = True) -> dict[str, int]:
     """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
     items = {"norms": norms_saved(arch, training)}
-    items.update(attention_saved(arch, training, plan, seq, windowed))
+    if arch.mla_kv_rank:  # DeepSeek's multi-head latent attention
+        from frenzy.memory.layer_mla import mla_attention_saved
+        items.update(mla_attention_saved(arch, training, plan, seq))
+    else:
+        items.update(attention_saved(arch, training, plan, seq, windowed))
     items.update(mlp_saved(arch, training, plan))
     items["lora_rank"] = lora_rank_saved(arch, training)
     shared_norm = arch.parallel_residual and arch.norms_per_layer == 1

@@ -84,11 +84,13 @@ def _splits_model(arch: ModelArch, tp: int) -> bool:
 
 PROFILED_WITHOUT_TP = ("planned without tensor parallelism: the family has no formula, so how its layers "
                       "shard is not known")
+MLA_WITHOUT_TP = ("planned without tensor parallelism: multi-head latent attention keeps replicated latent "
+                  "projections that a head split does not shard, and no traced rank validates a split")
 
 
 def _tensor_degrees(job: JobSpec, per_node: int) -> list[int]:
     """tp must split the model (_splits_model) and fit in a node; a profiled family runs unsplit."""
-    if job.model.profile_key:
+    if job.model.profile_key or job.model.mla_kv_rank:
         return [1]
     return [t for t in _powers_of_two(min(per_node, 8)) if _splits_model(job.model, t)]
 
@@ -97,6 +99,8 @@ def plan_notes(job: JobSpec) -> list[str]:
     """What a user should know about how the job's plans were made."""
     if job.model.profile_key:
         return [f"{job.model.family}: memory from a traced per-layer profile; {PROFILED_WITHOUT_TP}"]
+    if job.model.mla_kv_rank:
+        return [f"{job.model.family}: {MLA_WITHOUT_TP}"]
     return []
 
 
@@ -106,6 +110,9 @@ def check_plan(job: JobSpec, plan: ParallelPlan) -> None:
     arch, problems = job.model, []
     if plan.tp > 1 and arch.profile_key:
         problems.append(f"tp {plan.tp}: {arch.family} is {PROFILED_WITHOUT_TP}; use tp 1 with more data parallelism "
+                        "or ZeRO")
+    elif plan.tp > 1 and arch.mla_kv_rank:
+        problems.append(f"tp {plan.tp}: {arch.family} is {MLA_WITHOUT_TP}; use tp 1 with more data parallelism "
                         "or ZeRO")
     elif plan.tp > 1 and not _splits_model(arch, plan.tp):
         problems.append(f"tp {plan.tp} does not split {arch.num_heads} heads / {arch.num_kv_heads} KV heads / "

@@ -196,6 +196,7 @@ def fast_cases() -> list[Case]:
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
         *_moe_cases(),
         *_dense_family_cases(),
+        *_deepseek_cases(),
     ]
 
 
@@ -393,4 +394,43 @@ def _cohere2_cases() -> list[Case]:
         _case(command_r7b, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab, window)),
         _case(command_r7b, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024,
               overrides=(small_vocab,)),
+    ]
+
+
+# DeepSeek shrunk: MLA (kv_lora_rank 128, q/k heads of 64 + 32 rotary, v 64 wide), 16 routed experts
+# top-4 beside 2 shared (V2-Lite) or 1 (V3), a dense first layer; a 4k vocabulary keeps the layers'
+# activations well above the term floor beside the logits.
+SMALL_DEEPSEEK = (("hidden_size", 512), ("intermediate_size", 1024), ("moe_intermediate_size", 256),
+                  ("num_attention_heads", 8), ("num_key_value_heads", 8), ("n_routed_experts", 16),
+                  ("num_experts_per_tok", 4), ("kv_lora_rank", 128), ("qk_nope_head_dim", 64),
+                  ("qk_rope_head_dim", 32), ("v_head_dim", 64), ("vocab_size", 4096), ("bos_token_id", None),
+                  ("eos_token_id", None))
+# V3: the low-rank q (q_lora_rank), sigmoid routing limited to 2 of 4 expert groups, one dense layer
+SMALL_DEEPSEEK_V3 = SMALL_DEEPSEEK + (("q_lora_rank", 192), ("n_group", 4), ("topk_group", 2),
+                                      ("first_k_dense_replace", 1))
+
+
+def _deepseek_cases() -> list[Case]:
+    """DeepSeek-V2-Lite and V3 shrunk to three layers (a dense first layer, then MoE), sdpa and eager."""
+    v2, v3 = "deepseek-ai/DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-V3"
+    small_v2, small_v3 = dict(layers=3, overrides=SMALL_DEEPSEEK), dict(layers=3, overrides=SMALL_DEEPSEEK_V3)
+    grouped = SMALL_DEEPSEEK + (("topk_method", "group_limited_greedy"), ("n_group", 4), ("topk_group", 2))
+    vocab_32k = (("vocab_size", 32000),)
+    return [
+        _case(v2, precision="bf16", mb=2, seq=1024, **small_v2),
+        _case(v2, mb=2, seq=1024, **small_v2),
+        _case(v2, precision="bf16", attention="eager", mb=2, seq=1024, **small_v2),
+        _case(v2, method="lora", targets=("all-linear",), mb=2, seq=1024, **small_v2),
+        _case(v2, method="qlora", mb=2, seq=1024, **small_v2),
+        _case(v2, precision="bf16", method="lora", targets=("q", "o"), mb=2, seq=1024, layers=3, overrides=grouped),
+        _case(v2, precision="bf16", method="lora", recompute="full", mb=4, seq=1024, layers=4,
+              overrides=SMALL_DEEPSEEK + vocab_32k + (("first_k_dense_replace", 2),)),
+        _case(v3, precision="bf16", mb=2, seq=1024, **small_v3),
+        _case(v3, mb=2, seq=1024, **small_v3),
+        _case(v3, attention="eager", mb=1, seq=1024, **small_v3),
+        _case(v3, method="lora", targets=("all-linear",), mb=2, seq=1024, **small_v3),
+        _case(v3, precision="bf16", method="qlora", mb=2, seq=1024, **small_v3),
+        _case(v3, precision="bf16", method="lora", recompute="full", mb=4, seq=1024, layers=4,
+              overrides=SMALL_DEEPSEEK_V3),
+        _case(v3, recompute="full", mb=2, seq=1024, layers=4, overrides=SMALL_DEEPSEEK_V3 + vocab_32k),
     ]

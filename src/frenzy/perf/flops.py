@@ -24,8 +24,9 @@ def matmul_params(arch: ModelArch) -> int:
 
 
 def attention_forward_flops_per_token(arch: ModelArch, seq_len: int) -> float:
-    """QK^T and softmax(.)V: 2 matmuls x 2 FLOPs x seq x (heads x head_dim) per layer per token."""
-    return 4.0 * arch.num_layers * seq_len * arch.num_heads * arch.head_dim
+    """QK^T and softmax(.)V: 2 matmuls x 2 FLOPs x seq x (heads x head_dim) per layer per token
+    (MLA: QK^T over the q/k head width, softmax(.)V over the narrower v_head_dim)."""
+    return 2.0 * arch.num_layers * seq_len * arch.num_heads * (arch.head_dim + (arch.v_head_dim or arch.head_dim))
 
 
 def model_flops_per_token(arch: ModelArch, seq_len: int) -> float:

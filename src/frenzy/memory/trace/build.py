@@ -52,6 +52,13 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
     "glm4": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
              "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
 }
+# DeepSeek's MLA: q direct or low-rank (q_a, q_b), k and v from one latent (kv_a, kv_b). Their routed
+# experts are fused 3-D parameters that peft does not match, but unlike _FUSED_EXPERTS the shared
+# experts and the dense first layers carry gate/up/down nn.Linear modules that adapters reach.
+_MLA = {"q": ["q_proj", "q_a_proj", "q_b_proj"], "k": ["kv_a_proj_with_mqa", "kv_b_proj"],
+        "v": ["kv_a_proj_with_mqa", "kv_b_proj"], "o": ["o_proj"],
+        "gate": ["gate_proj"], "up": ["up_proj"], "down": ["down_proj"]}
+LORA_MODULES.update({family: _MLA for family in ("deepseek_v2", "deepseek_v3")})
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}

@@ -181,8 +181,14 @@ class CudaSemantics(TorchFunctionMode):
         bound["dropout_p"] = 0.0  # fused CUDA kernels drop out in-kernel: no mask is stored
         if bound["value"].shape[-1] != q.shape[-1]:
             # v narrower than q and k (DeepSeek's MLA): CUDA's memory-efficient kernel takes it, the
-            # CPU fused kernel does not; stand in with what the fused kernel keeps
-            return _FusedAttentionStandIn.apply(bound["query"], bound["key"], bound["value"])
+            # CPU fused kernel does not; stand in with what the fused kernel keeps. Under autocast the
+            # kernel gets (and keeps) the 16-bit casts CUDA autocast makes of its inputs, which an
+            # autograd Function called directly would not get (DeepSeek-V3 builds an fp32 query
+            # when its rotary part meets fp32 cos/sin).
+            qkv = [bound[name] for name in ("query", "key", "value")]
+            if torch.is_autocast_enabled("cpu"):
+                qkv = [t.to(dtype) if t.is_floating_point() else t for t in qkv]
+            return _FusedAttentionStandIn.apply(*qkv)
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the CPU fused kernel (output + logsumexp)
             return func(**bound)
 
