@@ -22,6 +22,7 @@ from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma,
                                        parse_olmo2, parse_phi3, parse_qwen, parse_qwen2, parse_qwen3,
                                        parse_smollm3, parse_starcoder2)
 from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, parse_qwen2_moe, parse_qwen3_moe
+from frenzy.core.parsers_recent_moe import parse_gpt_oss
 
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
@@ -55,6 +56,7 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "gemma3": parse_gemma3,
     "cohere": parse_cohere,
     "cohere2": parse_cohere2,
+    "gpt_oss": parse_gpt_oss,
 }
 
 

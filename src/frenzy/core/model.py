@@ -23,6 +23,8 @@ class Router(Enum):
 
     SOFTMAX_TOPK = "softmax_topk"  # softmax over the experts, then top-k (Mixtral, Qwen-MoE, OLMoE)
     SPARSEMIXER = "sparsemixer"  # PhiMoE: two masked softmaxes, each sampled in training
+    TOPK_SOFTMAX = "topk_softmax"  # top-k of the logits, then a softmax over the k (gpt-oss)
+    TOPK_SIGMOID = "topk_sigmoid"  # top-k of the logits, a sigmoid of each, scaling the expert's input (Llama 4)
 
 
 class TpSplit(Enum):
@@ -110,6 +112,7 @@ class ModelArch:
     sdpa_supported: bool = True  # False: HF runs its own eager attention (GPT-J, GPT-Neo, BLOOM, soft-capped Gemma 2)
     eager_qk_fp32: bool = False  # eager attention upcasts q and k to fp32 (GPT-J, GPT-Neo)
     attn_softcap: bool = False  # tanh soft-capping of attention scores (Gemma 2)
+    attention_sinks: bool = False  # a learned per-head logit joins each softmax row (gpt-oss, eager only)
     norm_fp32_output: bool = False  # RMSNorm keeps its normalised tensor in fp32 (Gemma)
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)

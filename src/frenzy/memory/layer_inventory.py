@@ -225,6 +225,10 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
             items["qkv"] = 8 * q_dim + c * q_dim
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
+            if arch.attention_sinks:
+                # gpt-oss: the softmax row carries one sink logit more, and the max subtracted
+                # for stability keeps its int64 index per row
+                items["scores"] += _eager_scores_saved(arch, training.precision) * heads + 8 * heads
         elif kernel is Kernel.MATH:
             items["scores"] = c * heads * seq  # softmax output in the input dtype
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
@@ -307,6 +311,10 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     # Per choice: act(gate) keeps gate, the product keeps act(gate) and up, down keeps the product
     # when it trains, and the routing-weight product keeps the expert's output.
     expert = _activation_saved_bytes(arch, training.precision, c) * inter + 2 * c * inter
+    if arch.activation == "swiglu_clamped":
+        # gpt-oss: both clamps keep the gate_up output (2 x inter); sigmoid keeps its output, the
+        # gate product the clamped gate, and (up + 1) * glu both of its factors
+        expert = 6 * c * inter
     expert += c * inter if experts_train else 0
     items = {
         # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
@@ -318,6 +326,8 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         "router": router_saved(arch, training) + ((cast or c) * h if experts_train else 0),
         "mlp_body": k * (expert * e // c + e * h),
     }
+    if experts_train and any(lin.per_expert and lin.bias for lin in arch.linears):
+        items["router"] += 8 * k  # the per-choice bias gathers keep the sorted expert ids
     if arch.shared_expert_size:
         # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
         # gate, whose product keeps the shared output; trained, the three read autocast copies
@@ -347,6 +357,10 @@ def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
         s = 4 if training.precision.is_mixed else c
         jitter = 2 * s * arch.hidden_size if arch.router_input_jitter else 0
         return index + k * (experts + s * experts + 2 * s) + jitter
+    if arch.router is Router.TOPK_SOFTMAX:
+        # the softmax over the k logits keeps its output; the grouped experts keep its sorted copy
+        s = 4 if training.precision.is_mixed else c
+        return index + s * k + s * k
     weights = 4 if arch.router_weights_fp32 else c
     norm = 4 * k + 4 if arch.router_norm_topk else 0
     return 4 * experts + index + weights * k + norm

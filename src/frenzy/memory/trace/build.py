@@ -51,10 +51,12 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
                    "up": ["c_fc"], "down": ["c_proj"]},
     "glm4": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
              "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
+    "gpt_oss": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"]},  # experts: fused parameters
 }
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}
+_FUSED_EXPERTS.add("gpt_oss")
 TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe", "starcoder2",
                "granite", "smollm3", "glm4", "gemma3_text", "cohere", "cohere2")
 
