@@ -77,7 +77,7 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
         measured = round(profile.outside_checkpointed_per_token if recompute is Recompute.FULL
                          else profile.outside_per_token)
         return (ids if first else 0) + (measured - ids if last else 0)
-    total = 0
+    total = eager_masks_checkpointed_bytes_per_token(arch, training, seq) if recompute is Recompute.FULL else 0
     cast = 2 if training.precision.is_mixed else training.precision.compute_bytes
     trains = training.method is Method.FULL
     if first:
@@ -91,6 +91,18 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
             if arch.embed_proj_dim:  # project_out keeps its hidden-wide input
                 total += cast * arch.hidden_size
     return total
+
+
+def eager_masks_checkpointed_bytes_per_token(arch: ModelArch, training: TrainingConfig, seq: int) -> int:
+    """gpt-oss (eager attention only) builds a 4-D additive mask per layer kind, (b, 1, s, s) in the
+    model's dtype: the sliding-window one and the causal one. Without recomputation no op keeps them
+    (adding a mask saves nothing); under full recomputation every checkpointed layer keeps its inputs,
+    the masks among them, until backward."""
+    if not arch.attention_sinks:
+        return 0
+    kinds = 2 if arch.sliding_window and 0 < arch.global_layers < arch.num_layers else 1
+    p = training.precision
+    return kinds * (p.param_bytes if training.method is Method.FULL else p.compute_bytes) * seq
 
 
 def _first_stage_bytes_per_token(arch: ModelArch) -> int:

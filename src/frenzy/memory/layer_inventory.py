@@ -166,6 +166,17 @@ def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     return kept
 
 
+def _sink_scores_saved(training: TrainingConfig) -> int:
+    """Bytes per attention score of gpt-oss's eager attention with sinks: the scores are concatenated
+    with the sink parameters (one logit more per row) and the softmax runs in the dtype of that
+    concatenation, fp32 when the sinks are fp32 masters (full fine-tuning under autocast), else the
+    compute dtype; the 16-bit copy that multiplies v is then a second tensor. The max subtracted for
+    stability keeps an int64 index per row (counted by the caller)."""
+    c = training.precision.compute_bytes
+    softmax = training.precision.param_bytes if training.method is Method.FULL else c
+    return softmax + (c if softmax != c else 0)
+
+
 def _composed_layer_norm_saved(training: TrainingConfig) -> int:
     """Bytes per normalised element of Cohere's LayerNorm, composed of Python ops in fp32: it
     subtracts the mean twice (once for the variance, whose pow keeps it; once to normalise, where
@@ -226,9 +237,7 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
             if arch.attention_sinks:
-                # gpt-oss: the softmax row carries one sink logit more, and the max subtracted
-                # for stability keeps its int64 index per row
-                items["scores"] += _eager_scores_saved(arch, training.precision) * heads + 8 * heads
+                items["scores"] = _sink_scores_saved(training) * heads * (seq + 1) + 8 * heads
         elif kernel is Kernel.MATH:
             items["scores"] = c * heads * seq  # softmax output in the input dtype
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
@@ -358,9 +367,9 @@ def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
         jitter = 2 * s * arch.hidden_size if arch.router_input_jitter else 0
         return index + k * (experts + s * experts + 2 * s) + jitter
     if arch.router is Router.TOPK_SOFTMAX:
-        # the softmax over the k logits keeps its output; the grouped experts keep its sorted copy
-        s = 4 if training.precision.is_mixed else c
-        return index + s * k + s * k
+        # the softmax over the k logits keeps its output, in the logits' dtype (F.softmax is given
+        # it), and the grouped experts keep its sorted copy
+        return index + 2 * c * k
     weights = 4 if arch.router_weights_fp32 else c
     norm = 4 * k + 4 if arch.router_norm_topk else 0
     return 4 * experts + index + weights * k + norm
