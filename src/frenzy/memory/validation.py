@@ -196,6 +196,7 @@ def fast_cases() -> list[Case]:
         _case("stabilityai/stablelm-2-1_6b", precision="bf16"),
         *_moe_cases(),
         *_dense_family_cases(),
+        *_oss_llama4_cases(),
     ]
 
 
@@ -393,4 +394,28 @@ def _cohere2_cases() -> list[Case]:
         _case(command_r7b, precision="bf16", tp=2, mb=4, seq=1024, overrides=(small_vocab, window)),
         _case(command_r7b, method="lora", targets=("all-linear",), recompute="full", mb=4, seq=1024,
               overrides=(small_vocab,)),
+    ]
+
+
+# gpt-oss shrunk: 8 experts top-2, GQA, a 32k vocabulary; the layers keep their sliding (window 128) /
+# full alternation, and every sequence is longer than the window.
+GPT_OSS = "openai/gpt-oss-20b"
+SMALL_GPT_OSS = (("hidden_size", 512), ("intermediate_size", 512), ("num_attention_heads", 8),
+                 ("num_key_value_heads", 2), ("num_local_experts", 8), ("num_experts_per_tok", 2),
+                 ("vocab_size", 32000), ("pad_token_id", 0), ("eos_token_id", 1))
+
+
+def _oss_llama4_cases() -> list[Case]:
+    """gpt-oss (eager attention with sinks, biased clamped-SwiGLU experts) and Llama 4 (interleaved
+    dense and MoE layers, NoPE and chunked-attention layers), shrunk from the catalog configs."""
+    oss = dict(overrides=SMALL_GPT_OSS)
+    small_vocab = tuple(kv for kv in SMALL_GPT_OSS if kv[0] != "vocab_size") + (("vocab_size", 4096),)
+    return [
+        _case(GPT_OSS, precision="bf16", mb=4, seq=1024, **oss),
+        _case(GPT_OSS, mb=2, seq=1024, **oss),
+        _case(GPT_OSS, method="lora", targets=("all-linear",), mb=4, seq=512, **oss),
+        _case(GPT_OSS, precision="bf16", method="qlora", mb=2, seq=1024, **oss),
+        _case(GPT_OSS, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, **oss),
+        _case(GPT_OSS, method="lora", recompute="full", mb=2, seq=1024, **oss),
+        _case(GPT_OSS, method="qlora", mb=2, seq=1024, layers=4, overrides=small_vocab),
     ]
