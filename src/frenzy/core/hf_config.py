@@ -23,6 +23,7 @@ from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma,
                                        parse_smollm3, parse_starcoder2)
 from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, parse_qwen2_moe, parse_qwen3_moe
 from frenzy.core.parsers_recent_moe import parse_gpt_oss
+from frenzy.core.parsers_recent_moe import parse_llama4, parse_llama4_text
 
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
@@ -57,6 +58,8 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "cohere": parse_cohere,
     "cohere2": parse_cohere2,
     "gpt_oss": parse_gpt_oss,
+    "llama4_text": parse_llama4_text,
+    "llama4": parse_llama4,
 }
 
 

@@ -101,6 +101,12 @@ class ModelArch:
     experts_per_token: int = 0
     shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
     router: Router = Router.SOFTMAX_TOPK
+    # Llama 4 interleaves MoE layers (the common layer) with dense ones whose gated MLP is this wide;
+    # their parameters are stated through irregular_* below, their activations through these fields.
+    dense_layers: int = 0
+    dense_intermediate_size: int = 0
+    nope_layers: int = 0  # layers without RoPE (Llama 4: no q/k norm there, a temperature-scaled q instead)
+    attention_chunk: int = 0  # Llama 4's RoPE layers attend within chunks of this many tokens
     router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
     router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
     router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training
