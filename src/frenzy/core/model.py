@@ -107,6 +107,7 @@ class ModelArch:
     dense_intermediate_size: int = 0
     nope_layers: int = 0  # layers without RoPE (Llama 4: no q/k norm there, a temperature-scaled q instead)
     attention_chunk: int = 0  # Llama 4's RoPE layers attend within chunks of this many tokens
+    qk_l2_norm: bool = False  # the q/k norm is a weightless L2 norm on the RoPE layers only (Llama 4)
     router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
     router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
     router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training

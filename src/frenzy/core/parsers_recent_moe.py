@@ -65,7 +65,8 @@ def parse_llama4_text(cfg: Config, name: str) -> ModelArch:
                                     o_bias=bias)
     if not moe:  # every layer dense: a Llama-shaped model
         return ModelArch(**base, intermediate_size=inter_mlp, linears=tuple(linears + gated_mlp(h, inter_mlp)),
-                         rotary_dim=base["head_dim"], qk_norm=False, nope_layers=rope.count(0),
+                         rotary_dim=base["head_dim"], layer_other_params=2 * h, nope_layers=rope.count(0),
+                         qk_norm=bool(cfg.get("use_qk_norm", True)), qk_l2_norm=bool(cfg.get("use_qk_norm", True)),
                          attention_chunk=int(cfg.get("attention_chunk_size") or 0))
     routed = gated_mlp(h, inter, per_expert=True, fused=True)
     shared = [projection(f"shared_{lin.name}", lin.in_features, lin.out_features, False, lin.split, {lin.name})
@@ -79,6 +80,7 @@ def parse_llama4_text(cfg: Config, name: str) -> ModelArch:
                      router_weights_fp32=False, layer_other_params=2 * h + h * experts,
                      irregular_linear_params=dense * (3 * h * inter_mlp - moe_linear),
                      irregular_other_params=-dense * h * experts,
+                     qk_norm=bool(cfg.get("use_qk_norm", True)), qk_l2_norm=bool(cfg.get("use_qk_norm", True)),
                      dense_layers=dense, dense_intermediate_size=inter_mlp, nope_layers=rope.count(0),
                      attention_chunk=int(cfg.get("attention_chunk_size") or 0),
                      attention_dropout=cfg.get("attention_dropout", 0.0))

@@ -26,6 +26,8 @@ def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Paral
 @lru_cache(maxsize=4096)  # plan enumeration asks for the same layer shape many times
 def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, recompute: Recompute, seq: int) -> int:
     plan = ParallelPlan(tp=tp, sequence_parallel=sp, recompute=recompute)
+    if arch.dense_layers or arch.nope_layers:
+        return _llama4_mean_layer(arch, training, plan, seq)
     windowed = sum(layer_inventory(arch, training, plan, seq).values())
     if not (arch.sliding_window and arch.global_layers):
         return windowed
@@ -34,6 +36,17 @@ def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, r
     full = sum(layer_inventory(arch, training, plan, seq, windowed=False).values())
     n, g = arch.num_layers, min(arch.global_layers, arch.num_layers)
     return (windowed * (n - g) + full * g) // n
+
+
+def _llama4_mean_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    """Llama 4's mean layer: attention and MLP kinds are independent (RoPE/NoPE, MoE/dense), so the mean
+    is the common layer's plus the count-weighted differences of the NoPE attention and the dense MLP."""
+    n = arch.num_layers
+    nope, dense = min(arch.nope_layers, n), min(arch.dense_layers, n)
+    common = sum(layer_inventory(arch, training, plan, seq).values())
+    no_rope = sum(layer_inventory(arch, training, plan, seq, rope=False).values()) - common
+    dense_mlp = sum(layer_inventory(arch, training, plan, seq, dense=True).values()) - common
+    return common + (no_rope * nope + dense_mlp * dense) // n
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:

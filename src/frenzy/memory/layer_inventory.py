@@ -136,7 +136,7 @@ def qk_norm_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
     LayerNorm is composed of Python ops and keeps what they keep."""
     widths = {"q": arch.num_heads // plan.tp, "k": max(arch.num_kv_heads // plan.tp, 1)}
     normalised = 0
-    if training.method is Method.FULL:
+    if training.method is Method.FULL and not arch.qk_l2_norm:  # Llama 4's L2 norm has no weight
         normalised = 4 if arch.norm_fp32_output else training.precision.compute_bytes
     total = 0
     for name in which:
@@ -210,9 +210,10 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
 
 
 def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
-                    windowed: bool = True) -> dict[str, int]:
+                    windowed: bool = True, rope: bool = True) -> dict[str, int]:
     """Attention block of one layer, bytes per token on one tensor-parallel rank (`windowed`: the
-    layer uses the model's sliding window; the global layers of an interleaved pattern do not)."""
+    layer uses the model's sliding window or attention chunks; the global layers of an interleaved
+    pattern do not; `rope`: not one of Llama 4's NoPE layers, which skip the q/k norm)."""
     c = training.precision.compute_bytes
     heads = arch.num_heads // plan.tp
     q_dim = heads * arch.head_dim
@@ -220,7 +221,7 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     fused = any(lin.name == "qkv" for lin in arch.linears)
     kernel = attention_kernel(arch, training)
     items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
-    if arch.qk_norm:
+    if arch.qk_norm and (rope or not arch.qk_l2_norm):
         items["qk_norm"] = qk_norm_saved(arch, training, plan, {"q", "k"})
     # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
@@ -251,7 +252,8 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         rope_by_cat = arch.rope_concat or 0 < arch.rotary_dim < arch.head_dim
         if o_input := _o_input_saves(arch, training, q_dim, transposed=rope_by_cat):
             items["o_input"] = o_input
-        if windowed and arch.sliding_window and seq >= arch.sliding_window:
+        window = arch.sliding_window or arch.attention_chunk  # chunks get their mask as windows do
+        if windowed and window and seq >= window:
             # A sequence as long as the window or longer gets an explicit mask (transformers'
             # masking_utils skips it only while kv_length < sliding_window): SDPA then takes the
             # memory-efficient kernel, which keeps a per-layer copy of the mask, and HF expands
@@ -279,9 +281,11 @@ def _activation_saved_bytes(arch: ModelArch, precision: Precision, c: int) -> in
     return c
 
 
-def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
+def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, dense: bool = False) -> dict[str, int]:
+    """The MLP block, bytes per token (`dense`: one of Llama 4's dense layers, `dense_intermediate_size`
+    wide, in a model whose common layer is MoE)."""
     c = training.precision.compute_bytes
-    inter = arch.intermediate_size // plan.tp
+    inter = (arch.dense_intermediate_size if dense else arch.intermediate_size) // plan.tp
     items = {"mlp_input": _input_saves(arch, training, {"gate", "up"}, arch.hidden_size)}
     down_input = c * inter if _trains(training, {"down"}) else 0
     # the up projection's output, in which the activation runs (fp32 out of a 4-bit base behind a LayerNorm)
@@ -296,8 +300,9 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     else:
         body = _activation_saved_bytes(arch, training.precision, up_out) * inter + down_input
     items["mlp_body"] = body
-    if arch.is_moe:  # the sparse block's input, router and body in place of the dense MLP's
-        items.update(_moe_saved(arch, training, plan))
+    if arch.is_moe and not dense:  # the sparse block's input, router and body in place of the dense MLP's
+        items.update(_llama4_moe_saved(arch, training, plan) if arch.router is Router.TOPK_SIGMOID
+                     else _moe_saved(arch, training, plan))
     if arch.hidden_dropout > 0:
         items["mlp_dropout_mask"] = arch.hidden_size
     return items
@@ -347,6 +352,31 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     return items
 
 
+def _llama4_moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
+    """Llama 4's MoE block, bytes per token. transformers runs every expert on every token: the
+    normalised input is repeated E times and scaled by the sigmoid routing scores (zero for the
+    experts not picked), then two autocast-cast bmm's (not grouped-mm) run all experts. The scaling
+    keeps the repeated input (the scores' gradient) and the scores; the first bmm keeps its scaled
+    input when the experts train (its 16-bit autocast copy under *-mixed); silu keeps the gate_up
+    output (the gate is a view of it), the product keeps act(gate) (and up, the same storage), and
+    the second bmm keeps the product when the experts train. The shared expert is a gated MLP of
+    nn.Linear modules; its output takes the routed sum in place (nothing kept). Routing: top-k of the
+    logits (int64 index), a -inf tensor scattered with the k values, an fp32 sigmoid (kept) and its
+    16-bit copy that scales the input (kept)."""
+    c, h, experts = training.precision.compute_bytes, arch.hidden_size, arch.num_experts
+    experts_train = training.method is Method.FULL
+    n = checkpointed_input_bytes(arch, training)  # the norm output: the residual stream's dtype
+    inter, shared = arch.intermediate_size // plan.tp, arch.shared_expert_size // plan.tp
+    cast = 2 if training.precision.is_mixed else 0
+    routed = experts * n * h + (experts * c * h if experts_train else 0)
+    body = experts * (2 * c * inter + c * inter + (c * inter if experts_train else 0))
+    body += (_activation_saved_bytes(arch, training.precision, c) + 2 * c) * shared
+    body += c * shared if _trains(training, {"down"}) else 0
+    router = 8 * arch.experts_per_token + 4 * experts + c * experts + (cast * h if experts_train else 0)
+    return {"mlp_input": _input_saves(arch, training, {"gate", "up"}, h), "router": router,
+            "mlp_body": routed + body}
+
+
 def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
     """Routing, bytes per token. Every router leaves four int64 indices per choice for backward (its
     top-k or sampled index, and grouped-mm's sort permutation, gather index and inverse permutation)
@@ -390,11 +420,12 @@ def norms_saved(arch: ModelArch, training: TrainingConfig) -> int:
 
 
 def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
-                    windowed: bool = True) -> dict[str, int]:
-    """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
+                    windowed: bool = True, rope: bool = True, dense: bool = False) -> dict[str, int]:
+    """Named saved tensors of one decoder layer, bytes per token (no recomputation); Llama 4's layer
+    kinds: `rope` (else NoPE: global, no q/k norm) and `dense` (else MoE)."""
     items = {"norms": norms_saved(arch, training)}
-    items.update(attention_saved(arch, training, plan, seq, windowed))
-    items.update(mlp_saved(arch, training, plan))
+    items.update(attention_saved(arch, training, plan, seq, windowed and rope, rope))
+    items.update(mlp_saved(arch, training, plan, dense))
     items["lora_rank"] = lora_rank_saved(arch, training)
     shared_norm = arch.parallel_residual and arch.norms_per_layer == 1
     one_tensor = not training.precision.is_mixed and (training.method is Method.FULL or not training.lora_dropout)
