@@ -76,7 +76,8 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast
     # (Llama 4's experts are plain bmm's, which it does).
     cast_experts = arch.router is Router.TOPK_SIGMOID
-    dense = sum(lin.sharded_params(tp) for lin in arch.linears if cast_experts or not lin.per_expert) * layers
+    dense = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears
+                if cast_experts or not lin.per_expert) * layers
     dense += irregular_linear
     matmul = dense + (head if last else 0)
     buffers = arch.buffer_bytes_per_layer * layers
