@@ -59,6 +59,8 @@ _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}
 _FUSED_EXPERTS.add("gpt_oss")
 TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe", "starcoder2",
                "granite", "smollm3", "glm4", "gemma3_text", "cohere", "cohere2")
+TP_FAMILIES += ("gpt_oss", "llama4_text", "llama4")
+_TP_WIDTHS = ("intermediate_size_mlp",)  # Llama 4's dense layers
 
 
 def model_type(cfg: dict) -> str:
@@ -143,7 +145,7 @@ def shard_config(cfg: dict, tp: int) -> dict:
     out["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // heads
     out["num_attention_heads"] = heads // tp
     out["num_key_value_heads"] = max(1, (cfg.get("num_key_value_heads") or heads) // tp)
-    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", *_TP_WIDTHS):
         if cfg.get(key):
             if cfg[key] % tp:
                 raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
