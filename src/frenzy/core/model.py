@@ -219,7 +219,7 @@ class ModelArch:
         inactive = sum(
             lin.params * (self.num_experts - self.experts_per_token) for lin in self.linears if lin.per_expert
         )
-        return self.num_params - self.num_layers * inactive
+        return self.num_params - (self.num_layers - self.dense_layers) * inactive  # dense layers: no experts
 
     def summary(self) -> str:
         kind = f"MoE {self.num_experts}x top-{self.experts_per_token}" if self.is_moe else "dense"
