@@ -166,17 +166,6 @@ def _eager_scores_saved(arch: ModelArch, precision: Precision) -> int:
     return kept
 
 
-def _sink_scores_saved(training: TrainingConfig) -> int:
-    """Bytes per attention score of gpt-oss's eager attention with sinks: the scores are concatenated
-    with the sink parameters (one logit more per row) and the softmax runs in the dtype of that
-    concatenation, fp32 when the sinks are fp32 masters (full fine-tuning under autocast), else the
-    compute dtype; the 16-bit copy that multiplies v is then a second tensor. The max subtracted for
-    stability keeps an int64 index per row (counted by the caller)."""
-    c = training.precision.compute_bytes
-    softmax = training.precision.param_bytes if training.method is Method.FULL else c
-    return softmax + (c if softmax != c else 0)
-
-
 def _composed_layer_norm_saved(training: TrainingConfig) -> int:
     """Bytes per normalised element of Cohere's LayerNorm, composed of Python ops in fp32: it
     subtracts the mean twice (once for the variance, whose pow keeps it; once to normalise, where
@@ -238,7 +227,9 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
             if arch.attention_sinks:
-                items["scores"] = _sink_scores_saved(training) * heads * (seq + 1) + 8 * heads
+                from frenzy.memory.recent_moe_inventory import sink_scores_saved
+
+                items["scores"] = sink_scores_saved(training) * heads * (seq + 1) + 8 * heads
         elif kernel is Kernel.MATH:
             items["scores"] = c * heads * seq  # softmax output in the input dtype
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
@@ -301,7 +292,9 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, den
         body = _activation_saved_bytes(arch, training.precision, up_out) * inter + down_input
     items["mlp_body"] = body
     if arch.is_moe and not dense:  # the sparse block's input, router and body in place of the dense MLP's
-        items.update(_llama4_moe_saved(arch, training, plan) if arch.router is Router.TOPK_SIGMOID
+        from frenzy.memory.recent_moe_inventory import llama4_moe_saved
+
+        items.update(llama4_moe_saved(arch, training, plan) if arch.router is Router.TOPK_SIGMOID
                      else _moe_saved(arch, training, plan))
     if arch.hidden_dropout > 0:
         items["mlp_dropout_mask"] = arch.hidden_size
@@ -350,31 +343,6 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         items["mlp_body"] += c * shared if _trains(training, {"down"}) else 0
         items["mlp_body"] += 3 * cast * h if experts_train else 0
     return items
-
-
-def _llama4_moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
-    """Llama 4's MoE block, bytes per token. transformers runs every expert on every token: the
-    normalised input is repeated E times and scaled by the sigmoid routing scores (zero for the
-    experts not picked), then two autocast-cast bmm's (not grouped-mm) run all experts. The scaling
-    keeps the repeated input (the scores' gradient) and the scores; the first bmm keeps its scaled
-    input when the experts train (its 16-bit autocast copy under *-mixed); silu keeps the gate_up
-    output (the gate is a view of it), the product keeps act(gate) (and up, the same storage), and
-    the second bmm keeps the product when the experts train. The shared expert is a gated MLP of
-    nn.Linear modules; its output takes the routed sum in place (nothing kept). Routing: top-k of the
-    logits (int64 index), a -inf tensor scattered with the k values, an fp32 sigmoid (kept) and its
-    16-bit copy that scales the input (kept)."""
-    c, h, experts = training.precision.compute_bytes, arch.hidden_size, arch.num_experts
-    experts_train = training.method is Method.FULL
-    n = checkpointed_input_bytes(arch, training)  # the norm output: the residual stream's dtype
-    inter, shared = arch.intermediate_size // plan.tp, arch.shared_expert_size // plan.tp
-    cast = 2 if training.precision.is_mixed else 0
-    routed = experts * n * h + (experts * c * h if experts_train else 0)
-    body = experts * (2 * c * inter + c * inter + (c * inter if experts_train else 0))
-    body += (_activation_saved_bytes(arch, training.precision, c) + 2 * c) * shared
-    body += c * shared if _trains(training, {"down"}) else 0
-    router = 8 * arch.experts_per_token + 4 * experts + c * experts + (cast * h if experts_train else 0)
-    return {"mlp_input": _input_saves(arch, training, {"gate", "up"}, h), "router": router,
-            "mlp_body": routed + body}
 
 
 def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
