@@ -23,6 +23,7 @@ from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma,
                                        parse_olmo2, parse_phi3, parse_qwen, parse_qwen2, parse_qwen3,
                                        parse_smollm3, parse_starcoder2)
 from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, parse_qwen2_moe, parse_qwen3_moe
+from frenzy.core.parsers_recent_moe import parse_gpt_oss, parse_llama4, parse_llama4_text
 
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
@@ -58,6 +59,9 @@ PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "cohere2": parse_cohere2,
     "deepseek_v2": parse_deepseek_v2,
     "deepseek_v3": parse_deepseek_v3,
+    "gpt_oss": parse_gpt_oss,
+    "llama4_text": parse_llama4_text,
+    "llama4": parse_llama4,
 }
 
 

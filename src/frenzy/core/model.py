@@ -24,6 +24,8 @@ class Router(Enum):
     SOFTMAX_TOPK = "softmax_topk"  # softmax over the experts, then top-k (Mixtral, Qwen-MoE, OLMoE)
     SPARSEMIXER = "sparsemixer"  # PhiMoE: two masked softmaxes, each sampled in training
     SIGMOID = "sigmoid"  # DeepSeek-V3: sigmoid scores, group-limited top-k on bias-corrected scores
+    TOPK_SOFTMAX = "topk_softmax"  # top-k of the logits, then a softmax over the k (gpt-oss)
+    TOPK_SIGMOID = "topk_sigmoid"  # top-k of the logits, a sigmoid of each, scaling the expert's input (Llama 4)
 
 
 class TpSplit(Enum):
@@ -101,6 +103,13 @@ class ModelArch:
     shared_expert_size: int = 0  # Qwen2-MoE shared expert width (with a sigmoid gate)
     shared_expert_gate: bool = True  # the shared expert's output is scaled by a sigmoid gate (Qwen2-MoE; not DeepSeek)
     router: Router = Router.SOFTMAX_TOPK
+    # Llama 4 interleaves MoE layers (the common layer) with dense ones whose gated MLP is this wide;
+    # their parameters are stated through irregular_* below, their activations through these fields.
+    dense_layers: int = 0
+    dense_intermediate_size: int = 0
+    nope_layers: int = 0  # layers without RoPE (Llama 4: no q/k norm there, a temperature-scaled q instead)
+    attention_chunk: int = 0  # Llama 4's RoPE layers attend within chunks of this many tokens
+    qk_l2_norm: bool = False  # the q/k norm is a weightless L2 norm on the RoPE layers only (Llama 4)
     router_norm_topk: bool = True  # top-k weights renormalised to sum to 1 (Mixtral; `norm_topk_prob`)
     router_weights_fp32: bool = True  # routing weights stay fp32 (Mixtral); Qwen/OLMoE cast to the logits' dtype
     router_input_jitter: bool = False  # PhiMoE scales the router input by uniform noise, twice, in training
@@ -114,6 +123,7 @@ class ModelArch:
     sdpa_supported: bool = True  # False: HF runs its own eager attention (GPT-J, GPT-Neo, BLOOM, soft-capped Gemma 2)
     eager_qk_fp32: bool = False  # eager attention upcasts q and k to fp32 (GPT-J, GPT-Neo)
     attn_softcap: bool = False  # tanh soft-capping of attention scores (Gemma 2)
+    attention_sinks: bool = False  # a learned per-head logit joins each softmax row (gpt-oss, eager only)
     norm_fp32_output: bool = False  # RMSNorm keeps its normalised tensor in fp32 (Gemma)
     buffer_bytes_per_layer: int = 0  # non-parameter buffers, e.g. GPT-Neo's bool causal mask per layer
     rope_concat: bool = False  # q and k are rebuilt with `cat` after RoPE (partial rotary, Phi-3)

@@ -13,6 +13,7 @@ from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute, TrainingConfig
 from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_input_bytes, layer_inventory,
                                            mlp_saved, norm_saved, qk_norm_saved, residual_bytes)
+from frenzy.memory.layer_mla import dense_layer_arch
 from frenzy.memory.profiled import activation_profile
 
 
@@ -26,12 +27,9 @@ def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: Paral
 @lru_cache(maxsize=4096)  # plan enumeration asks for the same layer shape many times
 def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, recompute: Recompute, seq: int) -> int:
     plan = ParallelPlan(tp=tp, sequence_parallel=sp, recompute=recompute)
+    if arch.dense_layers or arch.nope_layers:
+        return _mean_layer(arch, training, plan, seq)
     windowed = sum(layer_inventory(arch, training, plan, seq).values())
-    if arch.dense_layers:  # DeepSeek's dense first layers beside its MoE layers: the mean layer
-        from frenzy.memory.layer_mla import dense_layer_arch
-        dense = sum(layer_inventory(dense_layer_arch(arch), training, plan, seq).values())
-        d = min(arch.dense_layers, arch.num_layers)
-        return (dense * d + windowed * (arch.num_layers - d)) // arch.num_layers
     if not (arch.sliding_window and arch.global_layers):
         return windowed
     # Interleaved sliding/global layers (Gemma 3, Cohere 2): the mean layer; only windowed layers
@@ -39,6 +37,22 @@ def _layer_bytes(arch: ModelArch, training: TrainingConfig, tp: int, sp: bool, r
     full = sum(layer_inventory(arch, training, plan, seq, windowed=False).values())
     n, g = arch.num_layers, min(arch.global_layers, arch.num_layers)
     return (windowed * (n - g) + full * g) // n
+
+
+def _mean_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    """Layers of different kinds in one model (Llama 4: RoPE or NoPE attention, MoE or dense MLP,
+    independently; DeepSeek: dense first layers): the common layer's bytes plus the count-weighted
+    differences of the NoPE attention and of a dense layer (DeepSeek's: MLA and a gated MLP of the
+    dense width, `layer_mla.dense_layer_arch`)."""
+    n = arch.num_layers
+    nope, dense = min(arch.nope_layers, n), min(arch.dense_layers, n)
+    common = sum(layer_inventory(arch, training, plan, seq).values())
+    no_rope = sum(layer_inventory(arch, training, plan, seq, rope=False).values()) - common if nope else 0
+    if arch.mla_kv_rank:
+        dense_layer = sum(layer_inventory(dense_layer_arch(arch), training, plan, seq).values())
+    else:
+        dense_layer = sum(layer_inventory(arch, training, plan, seq, dense=True).values())
+    return common + (no_rope * nope + (dense_layer - common) * dense) // n
 
 
 def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
@@ -82,7 +96,7 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
         measured = round(profile.outside_checkpointed_per_token if recompute is Recompute.FULL
                          else profile.outside_per_token)
         return (ids if first else 0) + (measured - ids if last else 0)
-    total = 0
+    total = eager_masks_checkpointed_bytes_per_token(arch, training, seq) if recompute is Recompute.FULL else 0
     cast = 2 if training.precision.is_mixed else training.precision.compute_bytes
     trains = training.method is Method.FULL
     if first:
@@ -96,6 +110,18 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
             if arch.embed_proj_dim:  # project_out keeps its hidden-wide input
                 total += cast * arch.hidden_size
     return total
+
+
+def eager_masks_checkpointed_bytes_per_token(arch: ModelArch, training: TrainingConfig, seq: int) -> int:
+    """gpt-oss (eager attention only) builds a 4-D additive mask per layer kind, (b, 1, s, s) in the
+    model's dtype: the sliding-window one and the causal one. Without recomputation no op keeps them
+    (adding a mask saves nothing); under full recomputation every checkpointed layer keeps its inputs,
+    the masks among them, until backward."""
+    if not arch.attention_sinks:
+        return 0
+    kinds = 2 if arch.sliding_window and 0 < arch.global_layers < arch.num_layers else 1
+    p = training.precision
+    return kinds * (p.param_bytes if training.method is Method.FULL else p.compute_bytes) * seq
 
 
 def _first_stage_bytes_per_token(arch: ModelArch) -> int:

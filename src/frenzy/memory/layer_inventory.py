@@ -136,7 +136,7 @@ def qk_norm_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
     LayerNorm is composed of Python ops and keeps what they keep."""
     widths = {"q": arch.num_heads // plan.tp, "k": max(arch.num_kv_heads // plan.tp, 1)}
     normalised = 0
-    if training.method is Method.FULL:
+    if training.method is Method.FULL and not arch.qk_l2_norm:  # Llama 4's L2 norm has no weight
         normalised = 4 if arch.norm_fp32_output else training.precision.compute_bytes
     total = 0
     for name in which:
@@ -199,9 +199,10 @@ def attention_kernel(arch: ModelArch, training: TrainingConfig) -> Kernel:
 
 
 def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
-                    windowed: bool = True) -> dict[str, int]:
+                    windowed: bool = True, rope: bool = True) -> dict[str, int]:
     """Attention block of one layer, bytes per token on one tensor-parallel rank (`windowed`: the
-    layer uses the model's sliding window; the global layers of an interleaved pattern do not)."""
+    layer uses the model's sliding window or attention chunks; the global layers of an interleaved
+    pattern do not; `rope`: not one of Llama 4's NoPE layers, which skip the q/k norm)."""
     c = training.precision.compute_bytes
     heads = arch.num_heads // plan.tp
     q_dim = heads * arch.head_dim
@@ -209,7 +210,7 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     fused = any(lin.name == "qkv" for lin in arch.linears)
     kernel = attention_kernel(arch, training)
     items = {"qkv_input": _input_saves(arch, training, {"q", "k", "v"}, arch.hidden_size)}
-    if arch.qk_norm:
+    if arch.qk_norm and (rope or not arch.qk_l2_norm):
         items["qk_norm"] = qk_norm_saved(arch, training, plan, {"q", "k"})
     # The kernel keeps q, k, v (rotated copies for RoPE; a fused qkv output stays alive through the v view)
     items["qkv"] = c * (q_dim + 2 * kv_dim)
@@ -225,6 +226,10 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
             items["qkv"] = 8 * q_dim + c * q_dim
         if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
+            if arch.attention_sinks:
+                from frenzy.memory.recent_moe_inventory import sink_scores_saved
+
+                items["scores"] = sink_scores_saved(training) * heads * (seq + 1) + 8 * heads
         elif kernel is Kernel.MATH:
             items["scores"] = c * heads * seq  # softmax output in the input dtype
         # their output is (b, heads, s, d)-contiguous: o_proj gets a transposed copy
@@ -238,7 +243,8 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
         rope_by_cat = arch.rope_concat or 0 < arch.rotary_dim < arch.head_dim
         if o_input := _o_input_saves(arch, training, q_dim, transposed=rope_by_cat):
             items["o_input"] = o_input
-        if windowed and arch.sliding_window and seq >= arch.sliding_window:
+        window = arch.sliding_window or arch.attention_chunk  # chunks get their mask as windows do
+        if windowed and window and seq >= window:
             # A sequence as long as the window or longer gets an explicit mask (transformers'
             # masking_utils skips it only while kv_length < sliding_window): SDPA then takes the
             # memory-efficient kernel, which keeps a per-layer copy of the mask, and HF expands
@@ -266,9 +272,11 @@ def _activation_saved_bytes(arch: ModelArch, precision: Precision, c: int) -> in
     return c
 
 
-def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> dict[str, int]:
+def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, dense: bool = False) -> dict[str, int]:
+    """The MLP block, bytes per token (`dense`: one of Llama 4's dense layers, `dense_intermediate_size`
+    wide, in a model whose common layer is MoE)."""
     c = training.precision.compute_bytes
-    inter = arch.intermediate_size // plan.tp
+    inter = (arch.dense_intermediate_size if dense else arch.intermediate_size) // plan.tp
     items = {"mlp_input": _input_saves(arch, training, {"gate", "up"}, arch.hidden_size)}
     down_input = c * inter if _trains(training, {"down"}) else 0
     # the up projection's output, in which the activation runs (fp32 out of a 4-bit base behind a LayerNorm)
@@ -283,8 +291,11 @@ def mlp_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> 
     else:
         body = _activation_saved_bytes(arch, training.precision, up_out) * inter + down_input
     items["mlp_body"] = body
-    if arch.is_moe:  # the sparse block's input, router and body in place of the dense MLP's
-        items.update(_moe_saved(arch, training, plan))
+    if arch.is_moe and not dense:  # the sparse block's input, router and body in place of the dense MLP's
+        from frenzy.memory.recent_moe_inventory import llama4_moe_saved
+
+        items.update(llama4_moe_saved(arch, training, plan) if arch.router is Router.TOPK_SIGMOID
+                     else _moe_saved(arch, training, plan))
     if arch.hidden_dropout > 0:
         items["mlp_dropout_mask"] = arch.hidden_size
     return items
@@ -307,6 +318,10 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     # Per choice: act(gate) keeps gate, the product keeps act(gate) and up, down keeps the product
     # when it trains, and the routing-weight product keeps the expert's output.
     expert = _activation_saved_bytes(arch, training.precision, c) * inter + 2 * c * inter
+    if arch.activation == "swiglu_clamped":
+        # gpt-oss: both clamps keep the gate_up output (2 x inter); sigmoid keeps its output, the
+        # gate product the clamped gate, and (up + 1) * glu both of its factors
+        expert = 6 * c * inter
     expert += c * inter if experts_train else 0
     items = {
         # each choice's gathered copy of the norm output, kept by grouped_mm for the weight gradient;
@@ -322,6 +337,8 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     if fp32_router_copy:
         # DeepSeek's router upcasts its input: in pure precision it keeps an fp32 copy of its own
         items["router"] += (4 - c) * h
+    if experts_train and any(lin.per_expert and lin.bias for lin in arch.linears):
+        items["router"] += 8 * k  # the per-choice bias gathers keep the sorted expert ids
     if arch.shared_expert_size:
         # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
         # gate (Qwen2-MoE), whose product keeps the shared output; trained, gate, up and the sigmoid
@@ -360,6 +377,10 @@ def router_saved(arch: ModelArch, training: TrainingConfig) -> int:
         # weights gathered from the sigmoid (renormalised in place: a clone and the sum) follow its dtype
         s = 2 if training.precision.is_mixed else 4
         return s * experts + index + s * k + (s * k + s if arch.router_norm_topk else 0)
+    if arch.router is Router.TOPK_SOFTMAX:
+        # the softmax over the k logits keeps its output, in the logits' dtype (F.softmax is given
+        # it), and the grouped experts keep its sorted copy
+        return index + 2 * c * k
     weights = 4 if arch.router_weights_fp32 else c
     norm = 4 * k + 4 if arch.router_norm_topk else 0
     mask = experts if arch.router_group_mask else 0  # group-limited greedy: the bool mask on the scores
@@ -381,15 +402,16 @@ def norms_saved(arch: ModelArch, training: TrainingConfig) -> int:
 
 
 def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int,
-                    windowed: bool = True) -> dict[str, int]:
-    """Named saved tensors of one decoder layer, bytes per token (no recomputation)."""
+                    windowed: bool = True, rope: bool = True, dense: bool = False) -> dict[str, int]:
+    """Named saved tensors of one decoder layer, bytes per token (no recomputation); Llama 4's layer
+    kinds: `rope` (else NoPE: global, no q/k norm) and `dense` (else MoE)."""
     items = {"norms": norms_saved(arch, training)}
     if arch.mla_kv_rank:  # DeepSeek's multi-head latent attention
         from frenzy.memory.layer_mla import mla_attention_saved
         items.update(mla_attention_saved(arch, training, plan, seq))
     else:
-        items.update(attention_saved(arch, training, plan, seq, windowed))
-    items.update(mlp_saved(arch, training, plan))
+        items.update(attention_saved(arch, training, plan, seq, windowed and rope, rope))
+    items.update(mlp_saved(arch, training, plan, dense))
     items["lora_rank"] = lora_rank_saved(arch, training)
     shared_norm = arch.parallel_residual and arch.norms_per_layer == 1
     one_tensor = not training.precision.is_mixed and (training.method is Method.FULL or not training.lora_dropout)

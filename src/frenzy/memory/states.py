@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from frenzy.core.model import Linear, ModelArch
+from frenzy.core.model import Linear, ModelArch, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Optimizer, Precision, TrainingConfig, ZeroStage
 
@@ -62,8 +62,11 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     layers = layers_on_stage(arch, pp, stage)
     first, last = stage == 0, stage == pp - 1
     copies = {lin.name: (arch.num_experts if lin.per_expert else 1) for lin in arch.linears}
-    # Layers unlike the common one (profiled families) are spread evenly over the stages.
+    # Layers unlike the common one (dense layers among MoE ones; profiled families) are spread evenly
+    # over the stages. Their nn.Linear projections differ by irregular_linear_params; everything else,
+    # fused experts included, by irregular_other_params (a dense layer's absent experts: negative).
     irregular_linear = arch.irregular_linear_params * layers // arch.num_layers // tp
+    dense_layers = arch.dense_layers * layers // arch.num_layers
     linear = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears) * layers + irregular_linear
     other = arch.layer_extra_params() * layers + arch.irregular_other_params * layers // arch.num_layers // tp
     if first:
@@ -73,8 +76,12 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
         if arch.tie_word_embeddings and pp > 1:
             other += arch.vocab_size * arch.hidden_size // tp  # the last stage keeps its own tied copy
     head = head_matmul_params(arch, tp)
-    # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast.
+    # transformers runs MoE experts through its own grouped-matmul op, which autocast does not cast
+    # (Llama 4's experts are plain bmm's, which it does).
+    experts_per_layer = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears if lin.per_expert)
     dense = sum(lin.sharded_params(tp) for lin in arch.linears if not lin.per_expert) * layers + irregular_linear
+    if arch.router is Router.TOPK_SIGMOID:
+        dense += experts_per_layer * (layers - dense_layers)
     matmul = dense + (head if last else 0)
     buffers = arch.buffer_bytes_per_layer * layers
     if training.method is Method.FULL:
@@ -84,13 +91,24 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
                            largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers)
     # transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear modules: peft adapts
     # none of them and bitsandbytes (QLoRA) leaves them 16-bit, like the other frozen non-projections.
-    experts = sum(lin.sharded_params(tp) * copies[lin.name] for lin in arch.linears if lin.per_expert) * layers
+    experts = experts_per_layer * layers  # a dense layer's absent experts are in irregular_other_params
     targets = training.trainable_targets
     adapters = [lin for lin in arch.linears if lin.targets & targets and not lin.per_expert]
     lora = sum(lora_params(lin, training.lora_rank, tp) for lin in adapters) * layers
+    lora += _dense_layer_lora_delta(arch, training, tp) * dense_layers
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
     return StageParams(frozen_linear=linear - experts, frozen_other=other + experts, trainable=lora,
                        largest_tensor=largest, layers=layers, matmul=matmul + lora, buffers=buffers)
+
+
+def _dense_layer_lora_delta(arch: ModelArch, training: TrainingConfig, tp: int) -> int:
+    """Adapter parameters a Llama 4 dense layer has beyond the common (MoE) layer: its MLP projections
+    are `dense_intermediate_size` wide where the shared expert's are `shared_expert_size`."""
+    if not arch.dense_layers:
+        return 0
+    wider = (arch.dense_intermediate_size - arch.shared_expert_size) * training.lora_rank // tp
+    return wider * sum(1 for lin in arch.linears if lin.name.startswith("shared_")
+                       and lin.targets & training.trainable_targets)
 
 
 def head_matmul_params(arch: ModelArch, tp: int) -> int:

@@ -197,6 +197,7 @@ def fast_cases() -> list[Case]:
         *_moe_cases(),
         *_dense_family_cases(),
         *_deepseek_cases(),
+        *_oss_llama4_cases(),
     ]
 
 
@@ -433,4 +434,59 @@ def _deepseek_cases() -> list[Case]:
         _case(v3, precision="bf16", method="lora", recompute="full", mb=4, seq=1024, layers=4,
               overrides=SMALL_DEEPSEEK_V3),
         _case(v3, recompute="full", mb=2, seq=1024, layers=4, overrides=SMALL_DEEPSEEK_V3 + vocab_32k),
+    ]
+
+
+# gpt-oss shrunk: 8 experts top-2, GQA, a 32k vocabulary; the layers keep their sliding (window 128) /
+# full alternation, and every sequence is longer than the window.
+GPT_OSS = "openai/gpt-oss-20b"
+SMALL_GPT_OSS = (("hidden_size", 512), ("intermediate_size", 512), ("num_attention_heads", 8),
+                 ("num_key_value_heads", 2), ("num_local_experts", 8), ("num_experts_per_tok", 2),
+                 ("vocab_size", 32000), ("pad_token_id", 0), ("eos_token_id", 1))
+
+
+def _oss_llama4_cases() -> list[Case]:
+    """gpt-oss (eager attention with sinks, biased clamped-SwiGLU experts) and Llama 4 (interleaved
+    dense and MoE layers, NoPE and chunked-attention layers), shrunk from the catalog configs."""
+    oss = dict(overrides=SMALL_GPT_OSS)
+    small_vocab = tuple(kv for kv in SMALL_GPT_OSS if kv[0] != "vocab_size") + (("vocab_size", 4096),)
+    return [
+        _case(GPT_OSS, precision="bf16", mb=4, seq=1024, **oss),
+        _case(GPT_OSS, mb=2, seq=1024, **oss),
+        _case(GPT_OSS, method="lora", targets=("all-linear",), mb=4, seq=512, **oss),
+        _case(GPT_OSS, precision="bf16", method="qlora", mb=2, seq=1024, **oss),
+        _case(GPT_OSS, precision="bf16", recompute="full", mb=4, seq=1024, layers=4, **oss),
+        _case(GPT_OSS, method="lora", recompute="full", mb=2, seq=1024, **oss),
+        _case(GPT_OSS, method="qlora", mb=2, seq=1024, layers=4, overrides=small_vocab),
+        _case(GPT_OSS, precision="bf16", tp=2, mb=2, seq=1024, **oss),
+        *_llama4_cases(),
+    ]
+
+
+# Llama 4 shrunk: 4 experts, GQA, a 32k vocabulary, chunks of 256 so that the RoPE layers attend in
+# chunks; four layers keep the pattern (RoPE, RoPE, RoPE, NoPE). Scout's layers are all MoE, so it is
+# given Maverick's interleaving (dense, MoE, dense, MoE); Maverick has no q/k norm.
+LLAMA4_SCOUT, LLAMA4_MAVERICK = "meta-llama/Llama-4-Scout-17B-16E", "meta-llama/Llama-4-Maverick-17B-128E"
+SMALL_LLAMA4 = (("hidden_size", 512), ("intermediate_size", 512), ("intermediate_size_mlp", 1024),
+                ("num_attention_heads", 8), ("num_key_value_heads", 2), ("head_dim", 64), ("num_local_experts", 4),
+                ("vocab_size", 32000), ("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2),
+                ("attention_chunk_size", 256))
+
+
+def _llama4_cases() -> list[Case]:
+    scout = dict(layers=4, overrides=SMALL_LLAMA4 + (("interleave_moe_layer_step", 2),))
+    maverick = dict(layers=4, overrides=SMALL_LLAMA4 + (("num_local_experts", 8),))
+    small_vocab = dict(layers=4, overrides=SMALL_LLAMA4 + (("interleave_moe_layer_step", 2), ("vocab_size", 4096)))
+    return [
+        _case(LLAMA4_SCOUT, precision="bf16", mb=2, seq=512, **scout),
+        _case(LLAMA4_SCOUT, mb=2, seq=512, **scout),
+        _case(LLAMA4_SCOUT, method="lora", targets=("all-linear",), mb=2, seq=512, **scout),
+        _case(LLAMA4_SCOUT, precision="bf16", method="qlora", mb=2, seq=512, **scout),
+        _case(LLAMA4_SCOUT, precision="bf16", recompute="full", mb=4, seq=512, **scout),
+        _case(LLAMA4_SCOUT, precision="bf16", mb=1, seq=2048, **small_vocab),
+        _case(LLAMA4_SCOUT, precision="bf16", tp=2, mb=2, seq=512, **scout),
+        _case(LLAMA4_MAVERICK, mb=2, seq=512, **maverick),
+        _case(LLAMA4_MAVERICK, method="qlora", mb=2, seq=1024, **maverick),
+        _case(LLAMA4_MAVERICK, precision="bf16", method="lora", targets=("all-linear",), recompute="full", mb=2,
+              seq=1024, **maverick),
     ]

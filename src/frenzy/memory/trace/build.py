@@ -51,6 +51,7 @@ LORA_MODULES: dict[str, dict[str, list[str]]] = {
                    "up": ["c_fc"], "down": ["c_proj"]},
     "glm4": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
              "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
+    "gpt_oss": {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"]},  # experts: fused parameters
 }
 # DeepSeek's MLA: q direct or low-rank (q_a, q_b), k and v from one latent (kv_a, kv_b). Their routed
 # experts are fused 3-D parameters that peft does not match, but unlike _FUSED_EXPERTS the shared
@@ -62,8 +63,11 @@ LORA_MODULES.update({family: _MLA for family in ("deepseek_v2", "deepseek_v3")})
 # Families whose expert MLPs are fused 3-D parameters in transformers 5 (not nn.Linear): LoRA can
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}
+_FUSED_EXPERTS.add("gpt_oss")
 TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe", "starcoder2",
                "granite", "smollm3", "glm4", "gemma3_text", "cohere", "cohere2")
+TP_FAMILIES += ("gpt_oss", "llama4_text", "llama4")
+_TP_WIDTHS = ("intermediate_size_mlp",)  # Llama 4's dense layers
 
 
 def model_type(cfg: dict) -> str:
@@ -148,7 +152,7 @@ def shard_config(cfg: dict, tp: int) -> dict:
     out["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // heads
     out["num_attention_heads"] = heads // tp
     out["num_key_value_heads"] = max(1, (cfg.get("num_key_value_heads") or heads) // tp)
-    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size"):
+    for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", *_TP_WIDTHS):
         if cfg.get(key):
             if cfg[key] % tp:
                 raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
