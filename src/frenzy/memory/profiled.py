@@ -93,12 +93,8 @@ def settings_key(training: TrainingConfig) -> str:
 
 
 def activation_profile(arch: ModelArch, training: TrainingConfig, seq: int) -> ActivationProfile:
-    folder = model_folder(arch.profile_key)
-    cfg = read_json(folder / "config.json")
-    if cfg is None:
-        raise ValueError(f"{arch.name}: the profiled model's config is missing from {folder}; "
-                         "load the model again (frenzy.core.hf_config.load_model) to re-create it")
-    regime, s1, s2 = sample_sequences(cfg, seq)
+    regime, s1, s2 = sample_sequences({"sliding_window": arch.sliding_window,
+                                       "attention_chunk_size": arch.attention_chunk}, seq)
     return _profile(arch.profile_key, training, regime, s1, s2)
 
 
