@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from frenzy.core.model import ModelArch, Norm, Router
+from frenzy.core.model import Linear, ModelArch, Norm, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
 
@@ -77,6 +77,11 @@ def _input_saves(arch: ModelArch, training: TrainingConfig, names: set[str], wid
     dropout, its own dropped copy plus the bool mask.
     """
     readers = [lin for lin in arch.linears if lin.targets & names and not lin.per_expert]
+    return reader_saves(training, readers, width)
+
+
+def reader_saves(training: TrainingConfig, readers: list[Linear], width: int) -> int:
+    """What `readers` (projections reading one tensor of `width`) keep of it, as `_input_saves` says."""
     trainable = [lin for lin in readers if _trains(training, set(lin.targets))]
     if not trainable:
         return 0

@@ -25,22 +25,7 @@ from dataclasses import replace
 from frenzy.core.model import Linear, ModelArch, TpSplit
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Recompute, TrainingConfig
-
-
-def _reader_saves(training: TrainingConfig, readers: list[Linear], width: int) -> int:
-    """What `readers` (projections reading one tensor of `width`) keep of it, as `_input_saves`."""
-    from frenzy.memory.layer_inventory import _trains
-
-    trainable = [lin for lin in readers if _trains(training, set(lin.targets))]
-    if not trainable:
-        return 0
-    p = training.precision
-    copy_bytes = 2 if p.is_mixed else p.compute_bytes
-    if training.method is not Method.FULL and training.lora_dropout > 0:
-        return (1 + copy_bytes) * width * len(trainable)
-    if not p.is_mixed:
-        return copy_bytes * width
-    return 2 * width * len(trainable)
+from frenzy.memory.layer_inventory import _eager_scores_saved, _o_input_saves, reader_saves
 
 
 def _latent_norm_saved(training: TrainingConfig, width: int) -> int:
@@ -52,19 +37,17 @@ def _latent_norm_saved(training: TrainingConfig, width: int) -> int:
 
 def mla_attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> dict[str, int]:
     """MLA block of one layer, bytes per token (see the module docstring)."""
-    from frenzy.memory.layer_inventory import _eager_scores_saved, _o_input_saves
-
     c, heads = training.precision.compute_bytes, arch.num_heads
     by_name = {lin.name: lin for lin in arch.linears}
     qk_dim, v_dim = heads * arch.head_dim, heads * arch.v_head_dim
     kv_out = by_name["kv_b"].out_features
     q_reader = by_name["q_a"] if arch.mla_q_rank else by_name["q"]
-    items = {"qkv_input": _reader_saves(training, [q_reader, by_name["kv_a"]], arch.hidden_size),
+    items = {"qkv_input": reader_saves(training, [q_reader, by_name["kv_a"]], arch.hidden_size),
              "qk_norm": _latent_norm_saved(training, arch.mla_kv_rank),
-             "latent_input": _reader_saves(training, [by_name["kv_b"]], arch.mla_kv_rank)}
+             "latent_input": reader_saves(training, [by_name["kv_b"]], arch.mla_kv_rank)}
     if arch.mla_q_rank:
         items["qk_norm"] += _latent_norm_saved(training, arch.mla_q_rank)
-        items["latent_input"] += _reader_saves(training, [by_name["q_b"]], arch.mla_q_rank)
+        items["latent_input"] += reader_saves(training, [by_name["q_b"]], arch.mla_q_rank)
     items["qkv"] = c * (2 * qk_dim + kv_out)
     if training.attention is Attention.EAGER:
         if plan.recompute < Recompute.SELECTIVE:
