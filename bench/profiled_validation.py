@@ -91,7 +91,8 @@ def main() -> None:
             print(lines[-1], flush=True)
     summary = "; ".join(f"{g}: {len(e)} rows, median {statistics.median(e):.2%}, worst {max(e):.2%}"
                         for g, e in errors.items())
-    text = (f"## Profiled path against the trace\n\nFull-depth models; the profile is measured on a reduced-depth "
+    title = "Profiled path against the trace" + (f" ({', '.join(only)}, side by side)" if only else "")
+    text = (f"## {title}\n\nFull-depth models; the profile is measured on a reduced-depth "
             f"copy (every layer kind once) and scaled. {summary}. {time.perf_counter() - started:.0f} s.\n\n"
             "| group | configuration | traced GiB | predicted GiB | peak error | worst term | s |\n"
             "|---|---|---:|---:|---:|---|---:|\n" + "\n".join(lines))
