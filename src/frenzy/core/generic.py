@@ -189,7 +189,7 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
         activation=str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"),
         tie_word_embeddings=structure["tied"], lm_head_bias=structure["head_bias"], final_norm=final_norm,
         num_experts=max(expert_counts) if expert_counts else 0,
-        experts_per_token=int(_first(cfg, "num_experts_per_tok", "moe_topk", "top_k", "experts_per_token",
+        experts_per_token=int(_first(cfg, "num_experts_per_tok", "moe_topk", "moe_k", "top_k", "experts_per_token",
                                      default=1)) if expert_counts else 0,
         logit_softcap=float(cfg.get("final_logit_softcapping") or 0.0),
         sliding_window=int(cfg.get("sliding_window") or 0),
