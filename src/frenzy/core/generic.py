@@ -109,10 +109,29 @@ def structure_of(cfg: dict) -> tuple[dict, str]:
     folder = model_folder(digest)
     structure = read_json(folder / "structure.json")
     if structure is None:
+        _check_size(cfg)
         structure = _describe(cfg)
         write_json(folder / "config.json", cfg)
         write_json(folder / "structure.json", structure)
     return structure, digest
+
+
+# What building a model's module tree may cost: the meta build makes every layer's modules (and,
+# in families that keep them as modules, every expert's), so a config cannot ask for millions.
+SIZE_LIMITS = {"decoder layers": (LAYER_COUNT_KEYS, 1024),
+               "experts": (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4096),
+               "hidden size": (("hidden_size", "n_embd", "d_model"), 1 << 17),
+               "vocabulary": (("vocab_size",), 1 << 23)}
+
+
+def _check_size(cfg: dict) -> None:
+    """Refuse, before building anything, a config larger than any trained causal LM."""
+    for what, (keys, limit) in SIZE_LIMITS.items():
+        for key in keys:
+            value = cfg.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit):
+                raise InvalidConfigError(f"config.json: {key}={value!r} is not a count of {what} Frenzy plans "
+                                         f"(a positive integer up to {limit}); check the config")
 
 
 def _describe(cfg: dict) -> dict:

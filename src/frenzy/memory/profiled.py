@@ -65,15 +65,13 @@ class ActivationProfile:
         return sum(n * c for n, c in zip(self.layer_counts, self.checkpoint_per_token)) / sum(self.layer_counts)
 
 
-def windows(cfg: dict) -> list[int]:
+def windows(arch: ModelArch) -> list[int]:
     """Sequence lengths at which attention changes what it keeps (sliding windows, attention chunks)."""
-    found = {cfg.get(key) for key in ("sliding_window", "attention_chunk_size")}
-    return sorted(w for w in found if isinstance(w, int) and w > 0)
+    return sorted({w for w in (arch.sliding_window, arch.attention_chunk) if w > 0})
 
 
-def sample_sequences(cfg: dict, seq: int) -> tuple[int, int, int]:
-    """(regime, s1, s2): two sequence lengths between the same windows as `seq`."""
-    bounds = windows(cfg)
+def sample_sequences(bounds: list[int], seq: int) -> tuple[int, int, int]:
+    """(regime, s1, s2): two sequence lengths between the same `bounds` (windows) as `seq`."""
     regime = sum(1 for w in bounds if w <= seq)
     low = bounds[regime - 1] if regime else 0
     high = bounds[regime] if regime < len(bounds) else None
@@ -93,8 +91,7 @@ def settings_key(training: TrainingConfig) -> str:
 
 
 def activation_profile(arch: ModelArch, training: TrainingConfig, seq: int) -> ActivationProfile:
-    regime, s1, s2 = sample_sequences({"sliding_window": arch.sliding_window,
-                                       "attention_chunk_size": arch.attention_chunk}, seq)
+    regime, s1, s2 = sample_sequences(windows(arch), seq)
     return _profile(arch.profile_key, training, regime, s1, s2)
 
 

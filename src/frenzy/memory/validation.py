@@ -100,10 +100,15 @@ class Comparison:
             errors[term] = 0.0 if abs(a - b) <= floor else (a - b) / max(b, 1)
         return errors
 
+    def misses(self) -> list[str]:
+        """What is outside the targets: the allocated peak beyond PEAK_TOLERANCE, terms beyond TERM_TOLERANCE."""
+        found = [f"allocated peak off by {self.peak_error:+.2%}"] if abs(self.peak_error) > PEAK_TOLERANCE else []
+        found += [f"{t} off by {e:+.1%}" for t, e in self.term_errors().items() if abs(e) > TERM_TOLERANCE]
+        return found
+
     @property
     def ok(self) -> bool:
-        return abs(self.peak_error) <= PEAK_TOLERANCE and all(
-            abs(e) <= TERM_TOLERANCE for e in self.term_errors().values())
+        return not self.misses()
 
 
 def compare(case: Case) -> Comparison:

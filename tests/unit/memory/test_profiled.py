@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from frenzy.core.errors import InvalidConfigError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import TrainingConfig
@@ -83,3 +84,13 @@ def test_a_cached_family_is_predicted_without_torch(tmp_path):
     assert second["heavy"] == []
     assert second["out"] == json.loads(first.stdout)
     assert second["out"]["model_source"] == "profiled"
+
+
+@pytest.mark.parametrize("change", [{"num_hidden_layers": 10**6}, {"num_experts": 10**7}, {"hidden_size": -8},
+                                    {"num_hidden_layers": True}])
+def test_a_config_too_large_to_build_is_refused_before_building(change, tmp_path):
+    cfg = dict(json.loads((CONFIGS / "LGAI-EXAONE--EXAONE-4.0-1.2B.json").read_text()), **change)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(InvalidConfigError, match=f"{next(iter(change))}=.*positive integer up to"):
+        load_model(str(path))
