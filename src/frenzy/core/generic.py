@@ -20,7 +20,7 @@ from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
-from frenzy.core.errors import InvalidConfigError
+from frenzy.core.errors import FrenzyError, InvalidConfigError
 from frenzy.core.model import Linear, ModelArch, Norm, TpSplit
 
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -96,10 +96,14 @@ def read_json(path: Path) -> dict | None:
 
 def write_json(path: Path, data: dict) -> None:
     """Write atomically, so a concurrent reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise FrenzyError(f"cannot write the profile cache {path} ({exc.strerror}); set FRENZY_CACHE_DIR to a "
+                          "writable folder") from None
 
 
 def structure_of(cfg: dict) -> tuple[dict, str]:

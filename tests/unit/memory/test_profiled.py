@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from frenzy.core.errors import InvalidConfigError
+from frenzy.core.errors import FrenzyError, InvalidConfigError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import TrainingConfig
@@ -94,3 +94,11 @@ def test_a_config_too_large_to_build_is_refused_before_building(change, tmp_path
     path.write_text(json.dumps(cfg))
     with pytest.raises(InvalidConfigError, match=f"{next(iter(change))}=.*positive integer up to"):
         load_model(str(path))
+
+
+def test_an_unwritable_cache_says_where_to_point_it(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the cache folder should be
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(blocked))
+    with pytest.raises(FrenzyError, match="set FRENZY_CACHE_DIR to a writable folder"):
+        load_model(str(CONFIGS / "LGAI-EXAONE--EXAONE-4.0-1.2B.json"))
