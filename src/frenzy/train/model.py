@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -104,3 +106,12 @@ def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer
     # adamw-8bit needs bitsandbytes on CUDA; on CPU and without it the fp32 AdamW runs instead.
     return torch.optim.AdamW(params, lr=cfg.learning_rate, fused=cfg.optimizer == "adamw-fused"
                              and torch.cuda.is_available())
+
+
+def compute_precision(cfg: WorkerConfig, device: torch.device):
+    """The context a forward runs in: autocast for the *-mixed precisions over fp32 weights."""
+    if cfg.precision == "bf16-mixed":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if cfg.precision == "fp16-mixed" and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()

@@ -7,7 +7,6 @@ per-rank memory peak (CUDA's max_memory_reserved, or the emulated peak on a fake
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
@@ -17,16 +16,8 @@ import torch.distributed as dist
 from frenzy.train import checkpoint, memory
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, WorkerConfig
 from frenzy.train.data import Batches
-from frenzy.train.model import (apply_tensor_parallel, build_model, device_mesh, make_optimizer,
+from frenzy.train.model import (apply_tensor_parallel, build_model, compute_precision, device_mesh, make_optimizer,
                                 wrap_data_parallel)
-
-
-def _autocast(cfg: WorkerConfig, device: torch.device):
-    if cfg.precision == "bf16-mixed":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    if cfg.precision == "fp16-mixed" and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
-    return contextlib.nullcontext()
 
 
 def train_loop(config: dict, report=None) -> None:
@@ -75,7 +66,7 @@ def _train(cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.
         loss_sum = torch.zeros((), device=device)
         for micro in range(cfg.grad_accum):
             ids = batches.get(step, micro).to(device)
-            with _autocast(cfg, device):
+            with compute_precision(cfg, device):
                 loss = model(input_ids=ids, labels=ids).loss
             (loss / cfg.grad_accum).backward()
             loss_sum += loss.detach().float()
