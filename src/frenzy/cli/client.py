@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import httpx
 
@@ -48,6 +49,26 @@ class Client:
 
     def cancel(self, job_id: str) -> dict:
         return self._call("DELETE", f"/v1/jobs/{job_id}")
+
+    def artifacts(self, job_id: str) -> dict:
+        return self._call("GET", f"/v1/jobs/{job_id}/artifacts")
+
+    def download(self, job_id: str, path: str, folder: Path) -> Path:
+        """Stream one artifact into folder/path (written beside, then renamed: never half a file)."""
+        target = (folder / path).resolve()
+        if not target.is_relative_to(folder.resolve()):
+            raise ApiError(0, f"the server named an artifact outside the download folder: {path}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        with self.http.stream("GET", f"/v1/jobs/{job_id}/artifacts/{path}") as r:
+            if r.status_code >= 400:
+                r.read()
+                raise ApiError(r.status_code, str(r.json().get("detail", r.text)))
+            with open(partial, "wb") as out:
+                for chunk in r.iter_bytes(1 << 20):
+                    out.write(chunk)
+        os.replace(partial, target)
+        return target
 
     def cluster(self) -> dict:
         return self._call("GET", "/v1/cluster")

@@ -258,6 +258,7 @@ def gpus(as_json: Json = False, gpu_catalog: GpuCatalog = None) -> None:
 # (each module exposes `register(app)`; keep these imports light: heavy imports go inside commands)
 from frenzy.cli.serve import register as _register_serve; _register_serve(app)  # noqa: E402,E702
 from frenzy.cli.simulate import register as _register_simulate; _register_simulate(app)  # noqa: E402,E702
+from frenzy.cli.artifacts import register as _register_artifacts; _register_artifacts(app)  # noqa: E402,E702
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""`frenzy serve | submit | jobs | status | logs | cancel | cluster | ray-node-args`.
+"""`frenzy serve | submit | jobs | status | logs | cancel | cluster | ray-node-args` (and `artifacts`, beside).
 
 Module-level imports stay light (typer, rich): server, Ray and HTTP code load inside commands.
 """
@@ -83,8 +83,10 @@ def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): m
         local = (spec.parent / body["model"])
         if local.exists():  # a model path relative to the spec file
             body["model"] = str(local.resolve())
-    if isinstance(body.get("dataset"), str) and body["dataset"] != "synthetic" and not Path(body["dataset"]).is_absolute():
-        body["dataset"] = str((spec.parent / body["dataset"]).resolve())
+    for key in ("dataset", "validation"):  # data paths relative to the spec file
+        value = body.get(key)
+        if isinstance(value, str) and value != "synthetic" and not Path(value).is_absolute():
+            body[key] = str((spec.parent / value).resolve())
     client = _client(url)
     created = _call(client.submit, body)
     best = created["plans"][0]
@@ -120,7 +122,8 @@ def _job_panel(job: dict) -> Table:
     predicted = job["chosen_plan"]["memory"]["device_bytes"] if job.get("chosen_plan") else 0
     table.add_row("[bold]" + job["id"], job["state"], f"attempt {job['attempts']}",
                   f"{job.get('num_gpus') or '-'}x {job.get('gpu_type') or '-'} {job.get('plan') or ''}")
-    table.add_row("", f"step {step}", f"loss {job.get('loss') or '-'}",
+    evaluated = f" (eval {job['eval_loss']})" if job.get("eval_loss") is not None else ""
+    table.add_row("", f"step {step}", f"loss {job.get('loss') or '-'}{evaluated}",
                   f"memory predicted {_gib(predicted)} / observed {_gib(max(peaks) if peaks else 0)}"
                   + (" [red]AT RISK[/]" if job.get("at_risk") else ""))
     return table

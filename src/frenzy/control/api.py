@@ -6,9 +6,10 @@ from typing import Optional
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from frenzy.control import artifacts as arts
 from frenzy.control import schemas as s
 from frenzy.control.metrics import build_registry
 from frenzy.control.records import AttemptRecord, JobRecord
@@ -63,6 +64,23 @@ def create_app(service: ControlService) -> FastAPI:
         return s.LogsOut(job_id=job_id, lines=[s.LogLine(seq=q, ts=t, line=ln) for q, t, ln in rows],
                          next_after=rows[-1][0] if rows else after, finished=job.state.is_terminal)
 
+    @app.get("/v1/jobs/{job_id}/artifacts", response_model=s.ArtifactsOut, responses=ERRORS, tags=["jobs"])
+    def artifacts(job_id: str) -> s.ArtifactsOut:
+        """What the job hands back: a peft adapter or a save_pretrained model, tokenizer files, frenzy_job.json."""
+        job = service.store.get_job(job_id)
+        root = service.artifact_root(job_id)
+        files = [s.ArtifactFile(path=p, bytes=n) for p, n in arts.list_files(root)]
+        return s.ArtifactsOut(job_id=job_id, state=job.state.value, ready=arts.is_ready(root), files=files,
+                              total_bytes=sum(f.bytes for f in files))
+
+    @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse, responses=ERRORS,
+             tags=["jobs"])
+    def artifact(job_id: str, path: str) -> FileResponse:
+        """One artifact file, streamed. Only files inside the job's artifact folder are served."""
+        service.store.get_job(job_id)
+        target = arts.resolve(service.artifact_root(job_id), path)
+        return FileResponse(target, media_type="application/octet-stream", filename=target.name)
+
     @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses=ERRORS, tags=["jobs"])
     def cancel(job_id: str) -> s.JobSummary:
         """Cancel: the loop stops its workers within a step. A finished job is returned unchanged."""
@@ -103,6 +121,7 @@ def _errors(app: FastAPI) -> None:
         return lambda _req, exc: JSONResponse(status_code=status, content={"detail": str(exc)})
 
     app.add_exception_handler(UnknownJobError, reply(404))
+    app.add_exception_handler(arts.UnknownArtifactError, reply(404))
     app.add_exception_handler(UnknownNameError, reply(422))
     app.add_exception_handler(InvalidConfigError, reply(422))
     app.add_exception_handler(ValueError, reply(422))
@@ -130,7 +149,7 @@ def _summary(job: JobRecord) -> s.JobSummary:
     return s.JobSummary(id=job.id, name=job.name, state=job.state.value, priority=job.priority,
                         gpu_type=job.gpu_type, num_gpus=job.chosen["num_gpus"] if job.chosen else None,
                         plan=job.chosen.get("describe") if job.chosen else None, attempts=job.attempts,
-                        step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"),
+                        step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"), eval_loss=p.get("eval_loss"),
                         at_risk=job.at_risk, submitted_at=job.submitted_at)
 
 

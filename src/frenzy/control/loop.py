@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Callable
 
 from frenzy.control import outcomes
+from frenzy.control.data_check import data_spec
 from frenzy.control.planner import ClusterShape, plan_request
 from frenzy.control.ports import Clock, Executor, Finished, JobStore, Launch, LogLines, NodeInfo, Progress
 from frenzy.control.records import AttemptRecord, JobRecord
 from frenzy.control.request import JobRequest
 from frenzy.control.states import AttemptOutcome, JobState
 from frenzy.core.errors import FrenzyError
+from frenzy.core.hf_cache import local_model_folder
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, get_policy
@@ -230,12 +232,17 @@ class ControlLoop:
     def _worker_config(self, job: JobRecord, planned: _Planned, choice: PlanChoice, attempt: int) -> WorkerConfig:
         req, spec, plan = planned.request, planned.spec, choice.plan
         cfg, name = req.config_and_name()
-        local = req.model if req.model and Path(req.model).expanduser().is_dir() else None
+        folder = local_model_folder(req.model)
+        data = data_spec(req)
         return WorkerConfig(
             job_id=job.id, attempt=attempt, model_name=name, family=spec.model.family, hf_config=cfg,
-            local_weights=local, method=req.method, precision=req.precision, optimizer=req.optimizer,
-            learning_rate=req.learning_rate, lora_rank=req.lora_rank, lora_targets=tuple(req.lora_targets),
-            seq_len=req.seq_len, global_batch=req.global_batch, steps=spec.steps, dataset=req.dataset,
+            local_weights=str(folder) if folder else None, method=req.method, precision=req.precision,
+            optimizer=req.optimizer, learning_rate=req.learning_rate, lora_rank=req.lora_rank,
+            lora_targets=tuple(req.lora_targets), seq_len=req.seq_len, global_batch=req.global_batch,
+            steps=spec.steps, dataset=req.dataset, data=data.to_json() if data else None, seed=req.seed,
+            lr_schedule=req.lr_schedule, warmup_steps=req.warmup_steps, weight_decay=req.weight_decay,
+            max_grad_norm=req.max_grad_norm, eval_every=req.eval_every, merge_lora=req.merge_lora,
+            request=req.to_json(), plan=_choice_json(choice, spec.model.family),
             dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
             recompute=plan.recompute.name.lower(),
             storage_path=str((self.settings.storage_root / job.id).expanduser()),

@@ -33,6 +33,7 @@ class StoreCollector:
         yield total
         active = store.list_jobs([JobState.PLACED, JobState.RUNNING])
         yield from _memory(active)
+        yield from _losses(active)
         ooms = CounterMetricFamily("frenzy_oom_replans", "attempts that ran out of memory (each re-plans the job)")
         ooms.add_metric([], self.service.loop.counters.oom_replans)
         yield ooms
@@ -57,6 +58,17 @@ def _memory(active: list[JobRecord]):
     yield predicted
     yield observed
     yield risk
+
+
+def _losses(active: list[JobRecord]):
+    """The training and validation loss of running jobs (the latest step reported)."""
+    for key, doc in (("loss", "training loss (mean per loss token) of the latest step"),
+                     ("eval_loss", "validation loss at the latest evaluation")):
+        family = GaugeMetricFamily(f"frenzy_job_{key}", doc, labels=["job"])
+        for job in active:
+            if job.progress.get(key) is not None:
+                family.add_metric([job.id], float(job.progress[key]))
+        yield family
 
 
 def _gauge(name, doc, value):

@@ -8,7 +8,7 @@ and every re-plan starts from the same input.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from frenzy.core.training import (ALL_LINEAR, Attention, Method, Optimizer, Prec
 
 SYNTHETIC = "synthetic"
 OBJECTIVES = ("time", "cost")
+LR_SCHEDULES = ("constant", "linear", "cosine")  # transformers' get_scheduler names, with warmup
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".txt")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +63,7 @@ class JobRequest:
     seq_len: int = 512
     steps: int | None = None
     tokens: int | None = None  # alternative to steps: train on this many tokens
+    epochs: float | None = None  # alternative to steps: passes over the training examples
     micro_batch: int | None = None  # optional cap on sequences per GPU per forward
     precision: str = "bf16-mixed"
     method: str = "full"
@@ -68,7 +71,18 @@ class JobRequest:
     learning_rate: float = 3e-4
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = ("q", "v")
-    dataset: str = SYNTHETIC  # "synthetic" or a local .txt / .jsonl path
+    dataset: str = SYNTHETIC  # "synthetic" or a local data file (frenzy.data: docs/DATA.md)
+    data_format: str = "auto"  # auto | text | prompt-completion | chat
+    validation: float | str | None = None  # a held-out fraction of the rows, or a second local file
+    overlong: str = "truncate"  # rows longer than seq_len: truncate | drop
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0  # gradient clipping (None: off)
+    seed: int = 0  # weights of a random-init model, data order, the validation split
+    eval_every: int | None = None  # validation loss every N steps (and always at the end)
+    merge_lora: bool = False  # also write the adapter merged into the (local) base weights
+    train_examples: int | None = None  # filled in at submission from the data (epochs -> steps)
     objective: str = "time"
     priority: int = 0
     limits: Limits = field(default_factory=Limits)
@@ -79,12 +93,13 @@ class JobRequest:
             raise InvalidConfigError("give exactly one of 'model' (a catalog name or config path) or 'hf_config'")
         if self.global_batch < 1 or self.seq_len < 1:
             raise InvalidConfigError("global_batch and seq_len must be >= 1")
-        if self.steps is None and self.tokens is None:
+        lengths = [k for k in ("steps", "tokens", "epochs") if getattr(self, k) is not None]
+        if not lengths:
             object.__setattr__(self, "steps", 10)
-        if self.steps is not None and self.tokens is not None:
-            raise InvalidConfigError("give 'steps' or 'tokens', not both")
-        if (self.steps or 1) < 1 or (self.tokens or 1) < 1:
-            raise InvalidConfigError("steps and tokens must be >= 1")
+        if len(lengths) > 1:
+            raise InvalidConfigError(f"give one of 'steps', 'tokens' or 'epochs', not {' and '.join(lengths)}")
+        if (self.steps or 1) < 1 or (self.tokens or 1) < 1 or not 0 < (self.epochs or 1) <= 1000:
+            raise InvalidConfigError("steps and tokens must be >= 1, epochs in (0, 1000]")
         if self.micro_batch is not None and (self.micro_batch < 1 or self.global_batch % self.micro_batch):
             raise InvalidConfigError(
                 f"global batch {self.global_batch} is not divisible by micro_batch {self.micro_batch}; "
@@ -93,12 +108,34 @@ class JobRequest:
             raise InvalidConfigError(f"unknown objective '{self.objective}'; choose one of: {', '.join(OBJECTIVES)}")
         if not 0 < self.learning_rate < 1:
             raise InvalidConfigError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
-        if self.dataset != SYNTHETIC:
-            path = Path(self.dataset).expanduser()
-            if path.suffix not in (".txt", ".jsonl", ".json") or not path.is_file():
+        self._check_data()
+        self._check_optimization()
+
+    def _check_data(self) -> None:
+        for value, what in ((self.dataset, "dataset"), (self.validation, "validation")):
+            if what == "dataset" and value == SYNTHETIC or not isinstance(value, str):
+                continue
+            path = Path(value).expanduser()
+            if path.suffix not in DATA_SUFFIXES or not path.is_file():
                 raise InvalidConfigError(
-                    f"dataset '{self.dataset}' is not an existing local .txt or .jsonl file; "
-                    f"give such a path (readable by the server and the workers) or '{SYNTHETIC}'")
+                    f"{what} '{value}' is not an existing local {' / '.join(DATA_SUFFIXES)} file; give such a "
+                    f"path (readable by the server and the workers)" + (f" or '{SYNTHETIC}'" if what == "dataset" else ""))
+        if self.dataset == SYNTHETIC and (self.validation is not None or self.epochs is not None):
+            raise InvalidConfigError("'validation' and 'epochs' need a dataset; give 'dataset' as a local file")
+        if isinstance(self.validation, float | int) and not 0 < self.validation <= 0.5:
+            raise InvalidConfigError(f"validation must be a fraction in (0, 0.5] or a file, got {self.validation}")
+
+    def _check_optimization(self) -> None:
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise InvalidConfigError(f"unknown lr_schedule '{self.lr_schedule}'; choose one of: {', '.join(LR_SCHEDULES)}")
+        if self.warmup_steps < 0 or not 0 <= self.weight_decay < 1:
+            raise InvalidConfigError("warmup_steps must be >= 0 and weight_decay in [0, 1)")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise InvalidConfigError("max_grad_norm must be > 0 (or null to turn clipping off)")
+        if self.eval_every is not None and self.eval_every < 1:
+            raise InvalidConfigError("eval_every must be >= 1 step")
+        if self.merge_lora and self.method == "full":
+            raise InvalidConfigError("merge_lora applies to LoRA / QLoRA jobs; a full fine-tune already exports a model")
 
     # ---- derived domain values ------------------------------------------------------------
 
@@ -120,7 +157,15 @@ class JobRequest:
     def total_steps(self) -> int:
         if self.steps is not None:
             return self.steps
+        if self.epochs is not None:
+            if self.train_examples is None:
+                raise InvalidConfigError("epochs need the data's example count, known once the data is read")
+            return max(1, math.ceil(self.epochs * self.train_examples / self.global_batch))
         return max(1, math.ceil(self.tokens / (self.global_batch * self.seq_len)))
+
+    def with_data(self, train_examples: int) -> JobRequest:
+        """The request with its data's training-example count (what `epochs` is counted in)."""
+        return replace(self, train_examples=train_examples)
 
     def job_spec(self) -> JobSpec:
         """Parse the model and settings; raises FrenzyError/ValueError with what to change."""

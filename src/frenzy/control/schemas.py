@@ -4,7 +4,7 @@ cluster happens in the domain (`JobRequest`, the planner), whose messages say wh
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,7 +41,20 @@ class JobIn(BaseModel):
     learning_rate: float = 3e-4
     lora_rank: int = Field(8, ge=1)
     lora_targets: list[str] = Field(default_factory=lambda: ["q", "v"])
-    dataset: str = Field("synthetic", description="'synthetic' or a local .txt / .jsonl path")
+    dataset: str = Field("synthetic", description="'synthetic' or a local .jsonl / .json / .parquet / .csv / .txt "
+                                                  "file (docs/DATA.md)")
+    data_format: Literal["auto", "text", "prompt-completion", "chat"] = "auto"
+    validation: Optional[Union[float, str]] = Field(
+        None, description="held-out fraction of the rows in (0, 0.5], or a second local file; none: no eval loss")
+    overlong: Literal["truncate", "drop"] = Field("truncate", description="rows longer than seq_len")
+    epochs: Optional[float] = Field(None, gt=0, le=1000, description="alternatively: passes over the training data")
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0, description="linear warmup from 0 to learning_rate")
+    weight_decay: float = Field(0.0, ge=0, lt=1, description="AdamW decoupled decay of matrices (not biases, norms)")
+    max_grad_norm: Optional[float] = Field(1.0, gt=0, description="clip the global gradient norm; null: no clipping")
+    seed: int = Field(0, ge=0, description="random-init weights, data order, validation split")
+    eval_every: Optional[int] = Field(None, ge=1, description="validation loss every N steps (always at the end)")
+    merge_lora: bool = Field(False, description="LoRA with local base weights: also export the merged model")
     objective: Literal["time", "cost"] = "time"
     priority: int = 0
     limits: LimitsIn = Field(default_factory=LimitsIn)
@@ -69,6 +82,7 @@ class JobSummary(BaseModel):
     step: Optional[int]
     total_steps: Optional[int]
     loss: Optional[float]
+    eval_loss: Optional[float] = Field(None, description="the latest validation loss, when the job has a validation set")
     at_risk: bool
     submitted_at: float
 
@@ -134,6 +148,19 @@ class PlansOut(BaseModel):
     model_source: str = Field(description="formula: the family's own formulas; profiled: a traced per-layer "
                                           "profile (families without a formula)")
     plans: list[dict[str, Any]]
+
+
+class ArtifactFile(BaseModel):
+    path: str = Field(description="relative to the job's artifact folder; GET /v1/jobs/{id}/artifacts/{path}")
+    bytes: int
+
+
+class ArtifactsOut(BaseModel):
+    job_id: str
+    state: str
+    ready: bool = Field(description="true once frenzy_job.json is written: every file is complete")
+    files: list[ArtifactFile]
+    total_bytes: int
 
 
 class ErrorOut(BaseModel):

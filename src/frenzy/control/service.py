@@ -6,7 +6,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
+from frenzy.control.artifacts import artifact_root
+from frenzy.control.data_check import check_data
 from frenzy.control.loop import ControlLoop
 from frenzy.control.planner import ClusterShape, plan_request
 from frenzy.control.ports import Clock, Executor, JobStore
@@ -78,11 +81,13 @@ class ControlService:
                                   lambda gpu: calibration.get((family, gpu), (1.0, 0))[0])
 
     def submit(self, request: JobRequest) -> tuple[JobRecord, list[PlanChoice]]:
+        request, data = check_data(request)
         _, choices = self.plan(request)
         job = self.store.create_job(name=request.display_name(), request=request.to_json(),
                                     priority=request.priority, now=self.clock.now())
-        self.store.append_logs(job.id, [f"[frenzy] submitted {job.name}: {len(choices)} runnable plan(s)"],
-                               now=self.clock.now())
+        lines = [f"[frenzy] submitted {job.name}: {len(choices)} runnable plan(s)"]
+        lines += [f"[frenzy] data: {line}" for line in (data.lines() if data else [])]
+        self.store.append_logs(job.id, lines, now=self.clock.now())
         self.nudge()
         return job, choices
 
@@ -93,6 +98,9 @@ class ControlService:
         job = self.store.request_cancel(job_id, now=self.clock.now())
         self.nudge()
         return job
+
+    def artifact_root(self, job_id: str) -> Path:
+        return artifact_root(self.loop.settings.storage_root, job_id)
 
     def cluster(self) -> ClusterView:
         used: dict[str, int] = {}

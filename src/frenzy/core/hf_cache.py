@@ -89,3 +89,21 @@ def read_cached_config(repo_id: str) -> dict | None:
     if not isinstance(cfg, dict):
         raise InvalidConfigError(f"cached {path} does not hold a JSON object; download {repo_id} again")
     return cfg
+
+
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+
+
+def local_model_folder(model: str | None) -> Path | None:
+    """The local folder a job's `model` names (config, maybe tokenizer and weights), or None for a
+    catalog name, a config file or an inline config."""
+    if not model:
+        return None
+    path = Path(model).expanduser()
+    return path if path.is_dir() else None
+
+
+def has_local_weights(folder: Path | None) -> bool:
+    """Whether a model folder carries weights (safetensors or PyTorch bins); without them the model
+    trains from a seeded random initialisation of its config."""
+    return folder is not None and any(next(folder.glob(p), None) for p in WEIGHT_PATTERNS)

@@ -166,10 +166,11 @@ def _convert(key: tuple[str, int], event: dict) -> list[Event]:
         if not ranks:
             return []
         head = ranks[0]
-        metrics = {k: head[k] for k in ("loss", "tokens_per_s", "step_time_s", "total_steps", "checkpoint_step",
-                                        "peak_source") if k in head}
+        metrics = {k: head[k] for k in ("loss", "eval_loss", "lr", "grad_norm", "tokens_per_s", "step_time_s",
+                                        "total_steps", "checkpoint_step", "peak_source") if k in head}
         metrics["peak_bytes"] = [int(m.get("peak_bytes", 0)) for m in ranks]
-        line = (f"step {head['step']}/{head.get('total_steps')} loss {head.get('loss')} "
+        evaluated = f" eval_loss {head['eval_loss']}" if "eval_loss" in head else ""
+        line = (f"step {head['step']}/{head.get('total_steps')} loss {head.get('loss')}{evaluated} "
                 f"{head.get('tokens_per_s')} tok/s peak {max(metrics['peak_bytes']) / 2**30:.2f} GiB "
                 f"({head.get('peak_source')})")
         return [Progress(job_id=job_id, attempt=attempt, step=int(head["step"]), metrics=metrics),
@@ -177,4 +178,4 @@ def _convert(key: tuple[str, int], event: dict) -> list[Event]:
     outcome = AttemptOutcome(event["outcome"])
     peak = peak_from_error(event["error"]) if outcome is AttemptOutcome.OOM else None
     return [Finished(job_id=job_id, attempt=attempt, outcome=outcome, error=event["error"],
-                     peak_bytes=(peak,) if peak else (), peak_source="emulated" if peak else "")]
+                     peak_bytes=(peak,) if peak else (), peak_source="oom-error" if peak else "")]

@@ -14,6 +14,7 @@ from typing import Any
 # of fragmented cache, and ran with expandable segments at the allocated peak MARP predicts. That
 # keeps `required_bytes`, which decides whether a plan fits, the real criterion.
 CUDA_ALLOCATOR_CONF = "expandable_segments:True"
+ARTIFACTS = "artifacts"  # the folder, under a job's storage, that the API serves
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +36,16 @@ class WorkerConfig:
     global_batch: int = 8
     steps: int = 10
     dataset: str = "synthetic"
+    data: dict[str, Any] | None = field(default=None, hash=False)  # frenzy.data.DataSpec as JSON; None: synthetic
     seed: int = 0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    eval_every: int | None = None
+    merge_lora: bool = False
+    request: dict[str, Any] = field(default_factory=dict, hash=False)  # as submitted: goes into frenzy_job.json
+    plan: dict[str, Any] = field(default_factory=dict, hash=False)  # the chosen plan, for frenzy_job.json
     # the plan
     dp: int = 1
     tp: int = 1
@@ -66,6 +76,11 @@ class WorkerConfig:
     @property
     def checkpoint_dir(self) -> Path:
         return Path(self.storage_path) / "checkpoints"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        """What the job hands back: a peft adapter or a save_pretrained model, and frenzy_job.json."""
+        return Path(self.storage_path) / ARTIFACTS
 
     def to_json(self) -> dict:
         out = asdict(self)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -13,22 +14,13 @@ from frenzy.core.generic import text_config
 from frenzy.train.config import WorkerConfig
 
 def build_model(cfg: WorkerConfig) -> nn.Module:
-    """From the job's config: local weights if the spec points to a folder, else random init."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    """From the job's config: local weights if the spec points to a folder with weights, else a
+    seeded random initialisation; then recomputation and LoRA as the plan says."""
+    from frenzy.core.hf_cache import has_local_weights
 
-    # a multimodal config trains its language model (Gemma 3, Llama 4: text_config), as MARP plans it
-    raw = {k: v for k, v in text_config(cfg.hf_config).items()
-           if k not in ("architectures", "_name_or_path", "auto_map")}
-    model_type = raw.pop("model_type")
-    config = AutoConfig.for_model(model_type, **raw)
-    config._attn_implementation = "sdpa"
+    folder = cfg.local_weights if cfg.local_weights and has_local_weights(Path(cfg.local_weights)) else None
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-    if cfg.local_weights:
-        model = AutoModelForCausalLM.from_pretrained(cfg.local_weights, config=config, local_files_only=True,
-                                                     torch_dtype=dtype)
-    else:
-        torch.manual_seed(cfg.seed)  # every rank builds the same initial weights
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    model = build_base(cfg.hf_config, cfg.seed, folder, dtype)
     if cfg.recompute != "none":
         # Selective recomputation is approximated by HF's per-layer (full) checkpointing.
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -36,6 +28,24 @@ def build_model(cfg: WorkerConfig) -> nn.Module:
     if cfg.method in ("lora", "qlora"):
         model = _lora(model, cfg)
     return model
+
+
+def build_base(hf_config: dict, seed: int, weights_folder: str | None = None,
+               dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The model before any adapter: the folder's weights, or the config's random initialisation
+    under `seed` (every rank, and anyone reloading a job's adapter, builds the same weights)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    # a multimodal config trains its language model (Gemma 3, Llama 4: text_config), as MARP plans it
+    raw = {k: v for k, v in text_config(hf_config).items() if k not in ("architectures", "_name_or_path", "auto_map")}
+    model_type = raw.pop("model_type")
+    config = AutoConfig.for_model(model_type, **raw)
+    config._attn_implementation = "sdpa"
+    if weights_folder:
+        return AutoModelForCausalLM.from_pretrained(weights_folder, config=config, local_files_only=True,
+                                                    dtype=dtype)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
 
 def _lora(model: nn.Module, cfg: WorkerConfig) -> nn.Module:

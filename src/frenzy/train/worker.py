@@ -1,23 +1,37 @@
 """The training loop every rank runs (Ray Train's `train_loop_per_worker`).
 
-It builds the model from the job's config, applies the plan, resumes from the job's latest
-checkpoint, and reports every optimizer step through `ray.train.report`: loss, tokens/s, and the
-per-rank memory peak (CUDA's max_memory_reserved, or the emulated peak on a fake GPU).
+It builds the model from the job's config, applies the plan, prepares the job's data, resumes from
+the job's latest checkpoint, and reports every optimizer step through `ray.train.report`: loss,
+validation loss when due, tokens/s and the per-rank memory peak (CUDA's max_memory_reserved, or the
+live tensor bytes measured on a fake GPU). At the end it writes the artifacts the user downloads.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 import torch
 import torch.distributed as dist
 
-from frenzy.train import checkpoint, memory
+from frenzy.train import checkpoint, export, manifest, memory
+from frenzy.train.batches import Batches
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, WorkerConfig
-from frenzy.train.data import Batches
-from frenzy.train.model import (apply_tensor_parallel, build_model, compute_precision, device_mesh, make_optimizer,
-                                wrap_data_parallel)
+from frenzy.train.evaluate import validation_loss
+from frenzy.train.model import apply_tensor_parallel, build_model, compute_precision, device_mesh, wrap_data_parallel
+from frenzy.train.optimization import clip_gradients, make_optimizer, make_schedule
+
+
+def prepare_data(cfg: WorkerConfig):
+    """The job's examples, exactly as the server checked them at submission (None: synthetic)."""
+    if cfg.data is None:
+        return None
+    from frenzy.data.prepare import prepare
+    from frenzy.data.spec import DataSpec
+    from frenzy.data.tokenizer import load_tokenizer
+
+    return prepare(DataSpec.from_json(cfg.data), load_tokenizer(cfg.local_weights, cfg.hf_config), cfg.seq_len)
 
 
 def train_loop(config: dict, report=None) -> None:
@@ -31,57 +45,94 @@ def train_loop(config: dict, report=None) -> None:
     memory.limit_cuda_memory(cfg)
     torch.set_num_threads(max(1, int(os.environ.get("FRENZY_WORKER_THREADS", "1"))))
     mesh = device_mesh(cfg, device.type)
-    rank = dist.get_rank()
-    dp_rank = mesh["dp"].get_local_rank()
 
     model = build_model(cfg).to(device)
     if cfg.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
     model = wrap_data_parallel(model, cfg, mesh, device)
     optimizer = make_optimizer(model, cfg)
-    root = cfg.checkpoint_dir
-    root.mkdir(parents=True, exist_ok=True)
-    start = checkpoint.load(root, model, optimizer)
+    cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    start = checkpoint.load(cfg.checkpoint_dir, model, optimizer)
+    prepared = prepare_data(cfg)
     batches = Batches(cfg, model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"],
-                      dp_rank)
-    if rank == 0:
+                      mesh["dp"].get_local_rank(), prepared)
+    if dist.get_rank() == 0:
         print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp} zero{cfg.zero} "
               f"mb{cfg.micro_batch}x{cfg.grad_accum} on {cfg.world_size}x {cfg.gpu_type}; resuming at step {start}",
               flush=True)
-
     model.train()
+    loop = _Loop(cfg, model, optimizer, batches, device, report)
     try:
-        _train(cfg, model, optimizer, batches, device, root, start, rank, report)
+        history = loop.run(start)
     except torch.OutOfMemoryError as exc:
         raise memory.with_peak(exc) from exc
+    files = export.write_artifacts(model, cfg, cfg.artifacts_dir)
+    if dist.get_rank() == 0:
+        if cfg.merge_lora:
+            files += [f"merged/{f}" for f in export.merge_lora(cfg.artifacts_dir, cfg.local_weights,
+                                                               cfg.artifacts_dir / "merged")]
+        manifest.write(cfg, history, prepared.report if prepared else None, files)
+    dist.barrier()
 
 
-def _train(cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.device, root, start: int, rank: int,
-           report) -> None:
-    excess = None
-    for step in range(start + 1, cfg.steps + 1):
-        began = time.perf_counter()
-        memory.check_fake_capacity(cfg, step)
-        excess = memory.hold_emulated_excess(cfg, step) if excess is None else excess
-        loss_sum = torch.zeros((), device=device)
+class _Loop:
+    def __init__(self, cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.device, report):
+        self.cfg, self.model, self.optimizer, self.batches, self.device = cfg, model, optimizer, batches, device
+        self.report = report
+        self.precision = functools.partial(compute_precision, cfg, device)
+        self.meter = memory.StepMeter(cfg, model, optimizer)
+
+    def run(self, start: int) -> dict:
+        cfg = self.cfg
+        schedule = make_schedule(self.optimizer, cfg, start)
+        history = {"loss": [], "eval_loss": []}
+        excess = None  # CUDA only: the emulated extra need of a job (emulation.peak_factor), held from step 2 on
+        for step in range(start + 1, cfg.steps + 1):
+            began = time.perf_counter()
+            excess = memory.hold_emulated_excess(cfg, step) if excess is None else excess
+            with self.meter.measuring(step):
+                loss, grad_norm = self._step(step)
+            memory.check_fake_capacity(cfg, step, self.meter.peak()[0])
+            lr = schedule.get_last_lr()[0]
+            schedule.step()
+            if cfg.step_delay_s:
+                time.sleep(cfg.step_delay_s)
+            if step == 1 or step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                checkpoint.save(cfg.checkpoint_dir, step, self.model, self.optimizer)
+            elapsed = time.perf_counter() - began
+            metrics = {"step": step, "total_steps": cfg.steps, "loss": round(loss, 5), "lr": lr,
+                       "tokens_per_s": round(cfg.global_batch * cfg.seq_len / elapsed, 1),
+                       "step_time_s": round(elapsed, 3), "rank": dist.get_rank(), "attempt": cfg.attempt,
+                       "checkpoint_step": checkpoint.latest_step(cfg.checkpoint_dir)}
+            if grad_norm is not None:
+                metrics["grad_norm"] = round(grad_norm, 5)
+            history["loss"].append([step, metrics["loss"]])
+            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                eval_loss = validation_loss(self.model, self.batches.eval_chunks(), self.device, self.precision)
+                if eval_loss is not None:
+                    metrics["eval_loss"] = round(eval_loss, 5)
+                    history["eval_loss"].append([step, eval_loss])
+            metrics["peak_bytes"], metrics["peak_source"] = self.meter.peak()
+            self.report(metrics)
+        return history
+
+    def _step(self, step: int) -> tuple[float, float | None]:
+        """One optimizer step; returns the global batch's mean loss per loss token and the gradient norm."""
+        cfg = self.cfg
+        total_tokens = self.batches.step_loss_tokens(step)
+        loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         for micro in range(cfg.grad_accum):
-            ids = batches.get(step, micro).to(device)
-            with compute_precision(cfg, device):
-                loss = model(input_ids=ids, labels=ids).loss
-            (loss / cfg.grad_accum).backward()
-            loss_sum += loss.detach().float()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss_mean = loss_sum / cfg.grad_accum
-        dist.all_reduce(loss_mean, op=dist.ReduceOp.AVG) if dist.get_backend() != "gloo" else (
-            dist.all_reduce(loss_mean), loss_mean.div_(dist.get_world_size()))
-        if cfg.step_delay_s:
-            time.sleep(cfg.step_delay_s)
-        if step == 1 or step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            checkpoint.save(root, step, model, optimizer)
-        elapsed = time.perf_counter() - began
-        peak, source = memory.peak_bytes(cfg)
-        report({"step": step, "total_steps": cfg.steps, "loss": round(float(loss_mean), 5),
-                "tokens_per_s": round(cfg.global_batch * cfg.seq_len / elapsed, 1), "step_time_s": round(elapsed, 3),
-                "peak_bytes": peak, "peak_source": source, "rank": rank, "attempt": cfg.attempt,
-                "checkpoint_step": checkpoint.latest_step(root)})
+            ids, labels = (t.to(self.device) for t in self.batches.get(step, micro))
+            tokens = int((labels[:, 1:] != -100).sum())
+            with self.precision():
+                loss = self.model(input_ids=ids, labels=labels).loss
+            if tokens == 0:  # every label ignored: the loss is NaN, and nothing here should move the weights
+                loss = loss.nan_to_num(0.0) * 0
+            # Data-parallel reduction averages gradients over dp ranks: scale back up by dp.
+            (loss * (tokens * cfg.dp / total_tokens)).backward()
+            loss_sum += loss.detach().double() * tokens
+        grad_norm = clip_gradients(self.model, cfg)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        dist.all_reduce(loss_sum)
+        return float(loss_sum) / total_tokens / cfg.tp, grad_norm

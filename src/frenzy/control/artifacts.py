@@ -1,0 +1,53 @@
+"""A job's artifacts on the server's storage: listed, and served one file at a time, never anything
+outside the job's artifact folder (no `..`, no absolute path, no symlink leading out)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+from frenzy.core.errors import FrenzyError
+from frenzy.train.config import ARTIFACTS
+from frenzy.train.manifest import MANIFEST
+
+
+class UnknownArtifactError(FrenzyError):
+    """No such file among the job's artifacts (answered 404)."""
+
+
+def artifact_root(storage_root: Path, job_id: str) -> Path:
+    return Path(storage_root).expanduser() / job_id / ARTIFACTS
+
+
+def list_files(root: Path) -> list[tuple[str, int]]:
+    """(relative POSIX path, bytes) of every regular file under root, sorted; symlinks are skipped."""
+    if not root.is_dir():
+        return []
+    found = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            path = Path(folder) / name
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode) and not name.endswith(".tmp"):
+                found.append((path.relative_to(root).as_posix(), info.st_size))
+    return sorted(found)
+
+
+def is_ready(root: Path) -> bool:
+    """The manifest is written last: with it, every weight file is in place."""
+    return (root / MANIFEST).is_file()
+
+
+def resolve(root: Path, relative: str) -> Path:
+    """The file `relative` names inside root; UnknownArtifactError for anything else."""
+    parts = PurePosixPath(relative).parts
+    if not relative or "\x00" in relative or relative.startswith("/") or ".." in parts or "\\" in relative:
+        raise UnknownArtifactError(f"'{relative}' is not a path inside the job's artifacts; "
+                                   "list them with GET /v1/jobs/{id}/artifacts")
+    base = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(base, *parts))
+    if os.path.commonpath([base, target]) != base or not os.path.isfile(target):
+        raise UnknownArtifactError(f"the job has no artifact '{relative}'; list them with GET /v1/jobs/{{id}}/artifacts")
+    return Path(target)

@@ -1,0 +1,50 @@
+"""Optimizer, learning-rate schedule and gradient clipping, as users of HF Trainer / TRL expect them.
+
+Weight decay applies to matrices only: biases and norm scales are left undecayed (decaying a norm's
+scale towards zero only shrinks the layer's output; HF Trainer and torchtune exclude them too).
+The schedule is transformers' `get_scheduler` (constant / linear / cosine after a linear warmup),
+stepped once per optimizer step; a resumed attempt fast-forwards it to its step, so the learning
+rate does not depend on where a job was re-planned.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from frenzy.train.config import WorkerConfig
+
+
+def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer:
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in trainable if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.learning_rate, momentum=0.9)
+    # adamw-8bit needs bitsandbytes on CUDA; on CPU and without it the fp32 AdamW runs instead.
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, fused=cfg.optimizer == "adamw-fused"
+                             and torch.cuda.is_available())
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, cfg: WorkerConfig, done_steps: int):
+    from transformers import get_scheduler
+
+    name = "constant_with_warmup" if cfg.lr_schedule == "constant" else cfg.lr_schedule
+    schedule = get_scheduler(name, optimizer, num_warmup_steps=min(cfg.warmup_steps, cfg.steps),
+                             num_training_steps=cfg.steps)
+    for _ in range(done_steps):
+        schedule.step()
+    return schedule
+
+
+def clip_gradients(model: nn.Module, cfg: WorkerConfig) -> float | None:
+    """Clip the global gradient norm (over every rank's shards: DTensor gradients reduce it); returns
+    the norm before clipping, or None when clipping is off."""
+    if cfg.max_grad_norm is None:
+        return None
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return float(norm)
