@@ -1,10 +1,13 @@
 """`make demo`: Frenzy's main job, end to end on this machine.
 
 Starts a local fake heterogeneous Ray cluster (three GPU types, CPU workers), the Frenzy server
-with SQLite, submits three small LLM jobs with no GPU counts through the HTTP API, shows their
-plans, placements and live progress, forces one OOM re-plan, prints a summary, and stops every
-process it started. `python -m frenzy.demo --plans-only` prints plans for three large models
-without starting anything.
+with SQLite, and submits three jobs with no GPU counts through the HTTP API: a LoRA fine-tune of a
+small chat model on the instruction data shipped in examples/, a full fine-tune that runs out of
+memory on purpose and is re-planned, and GPT-2 LoRA. It shows plans, placements and live progress
+(observed peaks are the workers' measured live tensor bytes), then downloads what the fine-tunes
+handed back, reloads it with peft / transformers and prints its validation loss next to the
+trainer's. It stops every process it started. `python -m frenzy.demo --plans-only` prints plans
+for three large models without starting anything.
 """
 
 from __future__ import annotations
@@ -37,12 +40,12 @@ def _spec(file: str, **over) -> dict:
 
 def demo_jobs() -> list[dict]:
     return [
-        _spec("gpt2-lora.yaml", name="gpt2-lora"),
-        _spec("qwen2.5-lora.yaml", name="qwen2.5-0.5b-lora"),
-        # Asks for the cheap type only and uses 1.8x MARP's memory (as an unmodelled buffer would):
+        _spec("chat-lora.yaml", name="tiny-chat-lora"),
+        # Asks for the cheap type only and needs 1.8x its measured memory (as an unmodelled buffer would):
         # it runs out of memory at its second step and is re-planned with more headroom.
         _spec("tiny-llama.yaml", name="tiny-llama-oom", limits={"gpu_types": ["A10G-24G"], "max_gpus": 1},
               emulation={"peak_factor": 1.8}),
+        _spec("gpt2-lora.yaml", name="gpt2-lora"),
     ]
 
 
@@ -63,8 +66,9 @@ def _progress_table(jobs: list[dict]) -> Table:
     for j in jobs:
         peaks = j["progress"].get("peak_bytes") or []
         where = ", ".join(f"{n}:{g}" for n, g in j["placement"]) or "-"
+        loss = str(j.get("loss") or "-") + (f" (eval {j['eval_loss']})" if j.get("eval_loss") is not None else "")
         table.add_row(j["name"], j["state"], str(j["attempts"]), f"{j['plan'] or '-'} @ {where}",
-                      f"{j.get('step') or 0}/{j.get('total_steps') or '?'}", str(j.get("loss") or "-"),
+                      f"{j.get('step') or 0}/{j.get('total_steps') or '?'}", loss,
                       _gib(j["chosen_plan"]["memory"]["device_bytes"]) if j["chosen_plan"] else "-",
                       _gib(max(peaks)) if peaks else "-")
     return table
@@ -142,6 +146,8 @@ def run(timeout_s: float = 900) -> int:
                 time.sleep(1)
         console.print(_summary(client, ids, started))
         ok = all(client.job(i)["state"] == "succeeded" for i in ids)
+        if ok:
+            ok = _check_artifacts(client, ids, home / "downloads")
         console.print("[green]all jobs succeeded[/]" if ok else "[red]some jobs did not succeed[/]")
         return 0 if ok else 1
     finally:
@@ -149,6 +155,33 @@ def run(timeout_s: float = 900) -> int:
         server.should_exit = True
         thread.join(timeout=30)
         cleanup()
+
+
+def _check_artifacts(client, ids: list[str], folder: Path) -> bool:
+    """Download what each fine-tune handed back, reload it with peft / transformers, and score it on
+    the job's validation set the way the trainer did."""
+    from frenzy.train.reload import reload_and_evaluate
+
+    table = Table("job", "artifact", "files", "eval loss: first", "trainer (last)", "reloaded", "|difference|",
+                  title="artifacts, downloaded and reloaded")
+    ok = True
+    for job_id in ids:
+        listing = client.artifacts(job_id)
+        target = folder / job_id
+        for f in listing["files"]:
+            client.download(job_id, f["path"], target)
+        result = reload_and_evaluate(target)
+        if result.reloaded_eval_loss is None:
+            table.add_row(result.name, result.kind, str(len(listing["files"])), "-", "-", "-", "-")
+            continue
+        gap = abs(result.reloaded_eval_loss - result.trainer_eval_loss)
+        ok &= gap < 1e-3
+        table.add_row(result.name, result.kind, str(len(listing["files"])), f"{result.first_eval_loss:.4f}",
+                      f"{result.trainer_eval_loss:.4f}", f"{result.reloaded_eval_loss:.4f}", f"{gap:.1e}")
+    console.print(table)
+    console.print(f"downloaded into {folder}; load them with peft's PeftModel.from_pretrained or transformers' "
+                  "AutoModelForCausalLM.from_pretrained")
+    return ok
 
 
 def plans_only() -> None:

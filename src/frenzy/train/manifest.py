@@ -39,6 +39,7 @@ class JobManifest(BaseModel):
     final_eval_loss: Optional[float]
     loss_history: list[tuple[int, float]]
     eval_history: list[tuple[int, float]]
+    data_spec: Optional[dict[str, Any]] = Field(None, description="the data the job trained on (frenzy.data.DataSpec)")
     data: Optional[dict[str, Any]] = Field(None, description="what reading the data found (frenzy.data.DataReport)")
     files: list[str]
     written_at: float
@@ -53,7 +54,7 @@ def write(cfg: WorkerConfig, history: dict, data_report, files: list[str]) -> Pa
                        kind="model" if cfg.method == "full" else "peft-adapter", base=base, request=cfg.request,
                        plan=cfg.plan, attempt=cfg.attempt, steps=cfg.steps, final_loss=loss[-1][1] if loss else None,
                        final_eval_loss=evals[-1][1] if evals else None, loss_history=loss, eval_history=evals,
-                       data=data_report.to_json() if data_report is not None else None,
+                       data_spec=cfg.data, data=data_report.to_json() if data_report is not None else None,
                        files=sorted(files + [MANIFEST]), written_at=time.time())
     path = cfg.artifacts_dir / MANIFEST
     tmp = path.with_suffix(".tmp")
