@@ -62,27 +62,28 @@ def _plans_table(name: str, plans: list[dict]) -> Table:
 
 
 def _progress_table(jobs: list[dict]) -> Table:
-    table = Table("job", "state", "attempt", "placed on", "step", "loss", "predicted", "observed", title="jobs")
+    table = Table("job", "state", "attempt", "placed on", "step", "loss", "predicted GiB", "measured GiB",
+                  title="jobs (memory: tensors MARP predicts vs live tensor bytes the worker measures)")
     for j in jobs:
         peaks = j["progress"].get("peak_bytes") or []
         where = ", ".join(f"{n}:{g}" for n, g in j["placement"]) or "-"
         loss = str(j.get("loss") or "-") + (f" (eval {j['eval_loss']})" if j.get("eval_loss") is not None else "")
         table.add_row(j["name"], j["state"], str(j["attempts"]), f"{j['plan'] or '-'} @ {where}",
                       f"{j.get('step') or 0}/{j.get('total_steps') or '?'}", loss,
-                      _gib(j["chosen_plan"]["memory"]["device_bytes"]) if j["chosen_plan"] else "-",
+                      _gib(j["chosen_plan"]["memory"]["allocated_bytes"]) if j["chosen_plan"] else "-",
                       _gib(max(peaks)) if peaks else "-")
     return table
 
 
 def _summary(client, ids: list[str], started: float) -> Table:
-    table = Table("job", "state", "attempts", "final plan", "predicted GiB", "observed GiB", "obs/pred",
+    table = Table("job", "state", "attempts", "final plan", "predicted GiB", "observed GiB", "observed / predicted",
                   "steps", "loss", "submit→placed s", title=f"summary ({time.time() - started:.0f} s)")
     for job_id in ids:
         j = client.job(job_id)
         last = j["attempts_detail"][-1] if j["attempts_detail"] else {}
         outcomes = " → ".join(a["outcome"] for a in j["attempts_detail"])
         table.add_row(j["name"], j["state"], outcomes, f"{j['num_gpus']}x {j['gpu_type']} {j['plan']}",
-                      _gib(last.get("predicted_device_bytes")), _gib(max(last.get("observed_peak_bytes") or [0])),
+                      _gib(last.get("predicted_comparable_bytes")), _gib(max(last.get("observed_peak_bytes") or [0])),
                       str(last.get("observed_over_predicted") or "-"), str(j.get("step") or 0),
                       str(j.get("loss") or "-"), f"{j['timings']['submit_to_placed_s']:.2f}")
     return table

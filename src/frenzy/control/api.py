@@ -159,6 +159,7 @@ def _attempt(a: AttemptRecord) -> s.AttemptOut:
                         plan=a.choice.get("describe", ""), allocation=list(a.allocation),
                         predicted_device_bytes=a.predicted_device_bytes,
                         observed_peak_bytes=list(a.observed_peak_bytes), observed_source=a.observed_source,
-                        observed_over_predicted=round(peak / a.predicted_device_bytes, 4)
-                        if peak and a.predicted_device_bytes else None,
+                        predicted_comparable_bytes=a.predicted_comparable_bytes,
+                        observed_over_predicted=round(peak / a.predicted_comparable_bytes, 4)
+                        if peak and a.predicted_comparable_bytes else None,
                         started_at=a.started_at, ended_at=a.ended_at, error=a.error)

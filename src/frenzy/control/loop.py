@@ -248,6 +248,7 @@ class ControlLoop:
             storage_path=str((self.settings.storage_root / job.id).expanduser()),
             checkpoint_every=self.settings.checkpoint_every, gpu_type=choice.gpu.name,
             gpu_memory_bytes=choice.gpu.memory_bytes, predicted_peak_bytes=choice.memory.device_bytes,
+            runtime_overhead_bytes=choice.memory.breakdown.get("runtime_overhead", 0),
             fake_gpu=self.settings.fake_gpu, emulate_peak_factor=req.emulation.peak_factor,
             step_delay_s=self.settings.step_delay_s)
 

@@ -56,16 +56,17 @@ def apply_logs(store: JobStore, event: LogLines, now: float) -> None:
 def _calibrate(store: JobStore, job: JobRecord, event: Finished, now: float, counters: OutcomeCounters) -> None:
     attempt = store.attempt(job.id, event.attempt)
     peaks = event.peak_bytes or attempt.observed_peak_bytes
-    if not peaks or attempt.predicted_device_bytes <= 0:
+    predicted = attempt.predicted_comparable_bytes
+    if not peaks or predicted <= 0:
         return
     family = str(job.chosen.get("family", "")) if job.chosen else ""
     gpu = attempt.gpu_type
     factor, samples = store.calibration().get((family, gpu), (1.0, 0))
     before = calibrate.Correction(family=family, gpu_type=gpu, factor=factor, samples=samples)
-    after = calibrate.observe(before, attempt.predicted_device_bytes, max(peaks),
+    after = calibrate.observe(before, predicted, max(peaks),
                               oom=event.outcome is AttemptOutcome.OOM)
     store.put_calibration(family, gpu, after.factor, after.samples, now=now)
-    counters.observed_vs_predicted.append((gpu, max(peaks) / attempt.predicted_device_bytes))
+    counters.observed_vs_predicted.append((gpu, max(peaks) / predicted))
 
 
 def apply_finished(store: JobStore, job: JobRecord, event: Finished, now: float,

@@ -19,7 +19,7 @@ class AttemptRecord:
     ended_at: float | None = None
     error: str = ""
     observed_peak_bytes: tuple[int, ...] = ()  # per rank; max over the attempt
-    observed_source: str = ""  # "cuda" (max_memory_reserved) or "emulated" (fake GPU)
+    observed_source: str = ""  # "cuda" (max_memory_reserved), "measured-cpu" (fake GPU) or "oom-error"
 
     @property
     def gpu_type(self) -> str:
@@ -28,6 +28,13 @@ class AttemptRecord:
     @property
     def predicted_device_bytes(self) -> int:
         return int(self.choice["memory"]["device_bytes"])
+
+    @property
+    def predicted_comparable_bytes(self) -> int:
+        """MARP's figure for what the observation measures: a CUDA peak (max_memory_reserved) against
+        the device bytes, a fake GPU's live tensor bytes against the allocated bytes."""
+        memory = self.choice["memory"]
+        return int(memory["allocated_bytes"] if self.observed_source == "measured-cpu" else memory["device_bytes"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

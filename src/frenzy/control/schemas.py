@@ -95,8 +95,11 @@ class AttemptOut(BaseModel):
     allocation: list[tuple[str, int]]
     predicted_device_bytes: int
     observed_peak_bytes: list[int] = Field(description="per rank")
-    observed_source: str = Field(description="cuda (max_memory_reserved) or emulated (fake GPU)")
-    observed_over_predicted: Optional[float]
+    observed_source: str = Field(description="cuda (max_memory_reserved), measured-cpu (a fake GPU's live tensor "
+                                             "bytes) or oom-error (the need an out-of-memory error reported)")
+    predicted_comparable_bytes: int = Field(description="MARP's figure for what the source measures: device bytes "
+                                                        "for cuda, allocated bytes for measured-cpu")
+    observed_over_predicted: Optional[float] = Field(description="largest observed peak / predicted_comparable_bytes")
     started_at: float
     ended_at: Optional[float]
     error: str

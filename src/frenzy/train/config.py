@@ -60,6 +60,9 @@ class WorkerConfig:
     gpu_type: str = ""
     gpu_memory_bytes: int = 0  # capacity of the (possibly emulated) GPU
     predicted_peak_bytes: int = 0  # MARP's device bytes for this plan
+    # MARP's CUDA context, kernels and workspaces: on a fake GPU, the one part of a card's need that a CPU
+    # process cannot measure, added to the measured live tensor bytes when deciding out-of-memory
+    runtime_overhead_bytes: int = 0
     fake_gpu: bool = True  # CPU workers emulating GPUs: the OOM test hook applies
     emulate_peak_factor: float = 1.0
     step_delay_s: float = 0.0  # fake mode: slow steps down so tests can act mid-run
