@@ -1,0 +1,96 @@
+"""Reading a local data file into rows (a list of dicts), with the `datasets` library, offline.
+
+Only local files are read: the path must exist and be a regular file with a known suffix. Nothing is
+downloaded (HF_DATASETS_OFFLINE is set before `datasets` is imported) and the Arrow cache lives in a
+temporary folder removed after the read, so the user's ~/.cache is not filled with copies of the data.
+Each file is read once; the rows are returned as plain Python values so every later step is
+independent of Arrow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from frenzy.data.errors import InvalidDataError
+from frenzy.data.spec import SUFFIXES
+
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+def read_rows(path: str) -> list[dict]:
+    """The records of a local .jsonl/.json/.parquet/.csv file, in file order."""
+    file = Path(path).expanduser()
+    suffix = file.suffix.lower()
+    if suffix not in _BUILDERS:
+        raise InvalidDataError(f"{path}: unsupported file type {suffix or '(none)'}; use one of {', '.join(SUFFIXES)}")
+    if file.is_dir():
+        raise InvalidDataError(f"{path} is a folder; pass one data file ({', '.join(SUFFIXES)})")
+    if not file.is_file():
+        raise InvalidDataError(f"{path} does not exist; pass the path of a local data file")
+    if file.stat().st_size == 0:
+        raise InvalidDataError(f"{path} is empty; it needs at least one record")
+    try:
+        rows = _load(file, _BUILDERS[suffix])
+    except InvalidDataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Arrow and datasets raise many types; all mean "unreadable"
+        if suffix not in (".jsonl", ".json"):
+            raise InvalidDataError(f"{path} could not be read as {suffix[1:]} ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0] if str(exc) else ''}); check the file") from exc
+        # Arrow refuses a column whose type changes between rows; the plain reader keeps each row as
+        # written so the per-row checks can name the row that differs.
+        rows = _json_rows(file)
+    if not rows:
+        raise InvalidDataError(f"{path} holds no records; it needs at least one")
+    return rows
+
+
+def _load(file: Path, builder: str) -> list[dict]:
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    # A malformed line is reported by our own reader; datasets' warnings and bars would only add noise
+    # to the server's and worker's logs, so both are quiet for this read and restored afterwards.
+    bars_were_off, verbosity = datasets.are_progress_bars_disabled(), datasets.logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    try:
+        with tempfile.TemporaryDirectory(prefix="frenzy-data-") as cache:
+            ds = datasets.load_dataset(builder, data_files=str(file), split="train", cache_dir=cache,
+                                       keep_in_memory=True)
+            return ds.to_list()
+    finally:
+        datasets.logging.set_verbosity(verbosity)
+        if not bars_were_off:
+            datasets.enable_progress_bars()
+
+
+def _json_rows(file: Path) -> list[dict]:
+    """A JSON array of objects, or one JSON value per line; the error names the bad line."""
+    text = file.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidDataError(f"{file}: not valid JSON at line {exc.lineno} ({exc.msg}); fix the file") from exc
+        rows = value
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidDataError(f"{file}: line {number} is not valid JSON ({exc.msg}); "
+                                       "each line must hold one JSON object") from exc
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise InvalidDataError(f"{file}: row {number} is {type(row).__name__}, not an object; "
+                                   "each record must be a JSON object such as {\"text\": ...}")
+    return rows
