@@ -86,7 +86,7 @@ class ControlService:
         job = self.store.create_job(name=request.display_name(), request=request.to_json(),
                                     priority=request.priority, now=self.clock.now())
         lines = [f"[frenzy] submitted {job.name}: {len(choices)} runnable plan(s)"]
-        lines += [f"[frenzy] data: {line}" for line in (data.lines() if data else [])]
+        lines += [f"[frenzy] {line}" for line in (data.lines() if data else [])]
         self.store.append_logs(job.id, lines, now=self.clock.now())
         self.nudge()
         return job, choices
