@@ -32,9 +32,11 @@ class AttemptRecord:
     @property
     def predicted_comparable_bytes(self) -> int:
         """MARP's figure for what the observation measures: a CUDA peak (max_memory_reserved) against
-        the device bytes, a fake GPU's live tensor bytes against the allocated bytes."""
+        the device bytes, a fake GPU's live tensor bytes against the allocated bytes, the need an
+        out-of-memory error reported against the bytes that decided the fit (required_bytes)."""
         memory = self.choice["memory"]
-        return int(memory["allocated_bytes"] if self.observed_source == "measured-cpu" else memory["device_bytes"])
+        key = {"measured-cpu": "allocated_bytes", "oom-error": "required_bytes"}.get(self.observed_source, "device_bytes")
+        return int(memory.get(key) or memory["device_bytes"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
