@@ -31,7 +31,7 @@ from torch.utils._pytree import tree_leaves
 
 from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import round_size
-from frenzy.memory.trace.recorder import ACTIVATIONS, EventLog, TEMPORARIES
+from frenzy.memory.trace.recorder import ACTIVATIONS, HOST, TEMPORARIES, EventLog
 from frenzy.memory.trace.replay import Replay, replay
 
 _SUM = torch.ops.aten.add.Tensor
@@ -127,6 +127,12 @@ class LiveBytes(TorchDispatchMode):
         self._active = False
         self._refs.clear()  # drops the weak references: no callback fires after this
         return self.log
+
+    def end_bytes(self) -> int:
+        """Live bytes (host tensors dropped) once the step is over."""
+        freed = {-event - 1 for event in self.log.events if event < 0}
+        return sum(size for alloc, (size, role) in enumerate(zip(self.log.sizes, self.log.roles))
+                   if alloc not in freed and role != HOST)
 
     def result(self) -> Replay:
         """Peak live bytes of the recorded step (the tracer's replay: in-place gradient sums folded)."""

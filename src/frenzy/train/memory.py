@@ -45,6 +45,7 @@ class StepMeter:
         self.measured = 0
         self.peak_bytes = 0
         self.replays: list[Replay] = []  # one per measured step, for inspection
+        self.end_bytes: list[int] = []  # live bytes after each measured step
 
     def measuring(self, step: int) -> contextlib.AbstractContextManager:
         """Wrap the whole step: every micro-batch, optimizer.step and zero_grad."""
@@ -76,6 +77,7 @@ class StepMeter:
             meter.stop()
         result = meter.result()
         self.replays.append(result)
+        self.end_bytes.append(meter.end_bytes())
         self.measured += 1
         self.peak_bytes = max(self.peak_bytes, result.peak_bytes)
 
