@@ -28,6 +28,7 @@ IDS = torch.randint(0, 512, (2, 12), generator=torch.Generator().manual_seed(7))
 SHARD = 100_000  # bytes: the small Llama (about 0.5 MB in fp32) spreads over several shards
 TWO_RANK_LAYOUTS = {
     "full-fsdp": dict(dp=2, zero=3, micro_batch=1, grad_accum=2),
+    "full-zero1": dict(dp=2, zero=1, micro_batch=1, grad_accum=2),  # parameters stay gathered after forward
     "full-tp": dict(dp=1, tp=2),
     "lora-fsdp": dict(dp=2, zero=3, micro_batch=1, grad_accum=2, method="lora"),
     "lora-ddp": dict(dp=2, zero=0, micro_batch=1, grad_accum=2, method="lora"),
@@ -131,7 +132,7 @@ def _load_full(out: Path):
     return AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
 
 
-@pytest.mark.parametrize("name", ["full-fsdp", "full-tp"])
+@pytest.mark.parametrize("name", ["full-fsdp", "full-zero1", "full-tp"])
 def test_full_fine_tuning_streams_shards_that_reload_to_the_trained_model(two_ranks, name):
     root, results = two_ranks
     out, result = root / name / "out", results[0][name]
@@ -243,12 +244,16 @@ def _base_folder(folder: Path, tokenizer: bool) -> Path:
 
 
 def test_merge_lora_folds_the_adapter_into_a_local_base(tmp_path):
+    from peft import AutoPeftModelForCausalLM
     from transformers import AutoTokenizer
 
     base = _base_folder(tmp_path / "base", tokenizer=True)
     cfg, model, logits = _one_rank(tmp_path, method="lora", local_weights=str(base))
     files = write_artifacts(model, cfg, tmp_path / "adapter")
     assert "tokenizer.json" in files and (tmp_path / "adapter" / "tokenizer.json").exists()
+    # the adapter names its local base, so AutoPeftModelForCausalLM finds it on its own
+    auto = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter", local_files_only=True)
+    torch.testing.assert_close(_logits(auto), logits, rtol=1e-5, atol=1e-5)
     merged_files = merge_lora(tmp_path / "adapter", str(base), tmp_path / "merged", max_shard_bytes=SHARD)
     assert "model.safetensors.index.json" in merged_files and "tokenizer.json" in merged_files
     assert not any(".lora_" in k for ks in _shard_keys(tmp_path / "merged").values() for k in ks)
