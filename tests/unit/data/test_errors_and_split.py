@@ -26,7 +26,7 @@ def test_bad_chat_rows_are_named(tmp_path, raw, bad, words):
     path = write_jsonl(tmp_path / "c.jsonl", [GOOD, GOOD, bad, GOOD])
     with pytest.raises(InvalidDataError) as info:
         prepare(DataSpec(path=path), raw, 64)
-    assert f"c.jsonl: row 3: " in str(info.value) and words in str(info.value)
+    assert "c.jsonl: row 3: " in str(info.value) and words in str(info.value)
 
 
 def test_a_column_whose_type_changes_still_names_the_row(tmp_path, raw):

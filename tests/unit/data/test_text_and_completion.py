@@ -22,7 +22,8 @@ def test_text_is_packed_with_eos_and_the_partial_window_dropped(tmp_path, raw):
     assert data.train.input_ids.tolist() == [b("abc"), [EOS] + b("de")]
     assert data.train.labels.tolist() == data.train.input_ids.tolist()
     assert data.train.input_ids.dtype == np.int64 and len(data.validation) == 0
-    assert (data.report.format, data.report.rows, data.report.dropped, data.report.trainable_tokens) == ("text", 3, 1, 6)
+    report = data.report
+    assert (report.format, report.rows, report.dropped, report.trainable_tokens) == ("text", 3, 1, 6)
 
 
 def test_a_single_short_window_is_padded_without_loss(tmp_path, raw):
@@ -81,3 +82,10 @@ def test_parquet_csv_and_json_array_give_the_jsonl_arrays(tmp_path, raw):
         got = prepare(DataSpec(path=str(tmp_path / name)), raw, 12).train
         assert got.input_ids.tobytes() == expected.input_ids.tobytes(), name
         assert got.labels.tobytes() == expected.labels.tobytes(), name
+
+
+def test_text_documents_start_with_bos_when_the_tokenizer_adds_one(tmp_path, raw):
+    raw.bos_id, raw.adds_bos = 258, True
+    path = write_jsonl(tmp_path / "t.jsonl", [{"text": "ab"}, {"text": "c"}])
+    data = prepare(DataSpec(path=path), raw, seq_len=7)
+    assert data.train.input_ids.tolist() == [[258] + b("ab") + [EOS, 258] + b("c") + [EOS]]
