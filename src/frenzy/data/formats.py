@@ -30,12 +30,17 @@ def _where(path: str, row: int) -> str:
 
 
 def encode_text(row: dict, tok: Tokenizer, path: str, number: int) -> list[int]:
-    """A document's ids with EOS appended; an empty document gives no ids (it is counted as dropped)."""
+    """[BOS] document EOS (BOS when the tokenizer normally adds one); an empty document gives no ids
+    (it is counted as dropped)."""
     text = row.get("text")
     if not isinstance(text, str):
         raise InvalidDataError(f"{_where(path, number)}: 'text' must be a string, not {type(text).__name__}; "
                                "put each document's text in a string field 'text'")
-    return tok.encode(text) + [tok.eos_id] if text else []
+    return _bos(tok) + tok.encode(text) + [tok.eos_id] if text else []
+
+
+def _bos(tok: Tokenizer) -> list[int]:
+    return [tok.bos_id] if tok.adds_bos and tok.bos_id is not None else []
 
 
 def encode_prompt_completion(row: dict, tok: Tokenizer, path: str, number: int) -> Encoded:
@@ -44,7 +49,7 @@ def encode_prompt_completion(row: dict, tok: Tokenizer, path: str, number: int) 
         if not isinstance(row.get(field), str):
             raise InvalidDataError(f"{_where(path, number)}: '{field}' must be a string, not "
                                    f"{type(row.get(field)).__name__}; give every row a text prompt and completion")
-    head = ([tok.bos_id] if tok.adds_bos and tok.bos_id is not None else []) + tok.encode(row["prompt"])
+    head = _bos(tok) + tok.encode(row["prompt"])
     tail = tok.encode(row["completion"]) + [tok.eos_id]
     return head + tail, [IGNORE] * len(head) + tail
 
@@ -55,11 +60,14 @@ def check_messages(row: dict, path: str, number: int) -> list[dict]:
     where = _where(path, number)
     messages = row.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise InvalidDataError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects")
+        hint = (" (a CSV cell holds text, not a list: use a JSON lines or Parquet file)"
+                if isinstance(messages, str) else "")
+        raise InvalidDataError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects{hint}")
     clean = []
     for index, message in enumerate(messages, start=1):
         if not isinstance(message, dict):
-            raise InvalidDataError(f"{where}: message {index} is {type(message).__name__}, not a {{role, content}} object")
+            raise InvalidDataError(f"{where}: message {index} is {type(message).__name__}, "
+                                   "not a {role, content} object")
         role, content = message.get("role"), message.get("content")
         if role not in ROLES:
             raise InvalidDataError(f"{where}: message {index} has role {role!r}; use one of {', '.join(ROLES)} "

@@ -1,5 +1,6 @@
 """What a job says about its fine-tuning data: the file, its format, the validation split and how
-over-long examples are handled. Stored with the job as JSON, so it round-trips through to_json."""
+over-long examples are handled. Stored with the job as JSON, so it round-trips through to_json.
+Every refusal is an InvalidDataError (a ValueError), so the API answers it with a 422."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+
+from frenzy.data.errors import InvalidDataError
 
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 MAX_VALIDATION_FRACTION = 0.5  # more than half held out leaves too little to train on
@@ -31,13 +34,13 @@ def _enum(kind: type[Enum], value: object, field: str) -> Enum:
         return kind(value)
     except ValueError:
         allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"{field} must be one of {allowed}, not {value!r}") from None
+        raise InvalidDataError(f"{field} must be one of {allowed}, not {value!r}") from None
 
 
 def check_suffix(path: str, field: str) -> None:
     """Refuse a file type the loader cannot read before anything is opened."""
     if Path(path).suffix.lower() not in SUFFIXES:
-        raise ValueError(f"{field} {path!r} must be a {', '.join(SUFFIXES)} file; convert it to JSON lines "
+        raise InvalidDataError(f"{field} {path!r} must be a {', '.join(SUFFIXES)} file; convert it to JSON lines "
                          "with one record per line")
 
 
@@ -53,12 +56,12 @@ class DataSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip():
-            raise ValueError("data path must be a non-empty path to a local file")
+            raise InvalidDataError("data path must be a non-empty path to a local file")
         check_suffix(self.path, "data path")
         object.__setattr__(self, "format", _enum(DataFormat, self.format, "data format"))
         object.__setattr__(self, "overlong", _enum(Overlong, self.overlong, "overlong"))
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"data seed must be an integer, not {self.seed!r}")
+            raise InvalidDataError(f"data seed must be an integer, not {self.seed!r}")
         self._check_validation()
 
     def _check_validation(self) -> None:
@@ -67,13 +70,13 @@ class DataSpec:
             return
         if isinstance(value, str):
             if not value.strip():
-                raise ValueError("validation must be a fraction in (0, 0.5], a file path, or left out; got ''")
+                raise InvalidDataError("validation must be a fraction in (0, 0.5], a file path, or left out; got ''")
             check_suffix(value, "validation file")
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"validation must be a fraction in (0, 0.5] or a file path, not {value!r}")
+            raise InvalidDataError(f"validation must be a fraction in (0, 0.5] or a file path, not {value!r}")
         if not 0 < value <= MAX_VALIDATION_FRACTION:
-            raise ValueError(f"validation fraction {value} must be in (0, {MAX_VALIDATION_FRACTION}]; "
+            raise InvalidDataError(f"validation fraction {value} must be in (0, {MAX_VALIDATION_FRACTION}]; "
                              "hold out e.g. 0.05 of the rows, or pass a separate validation file")
         object.__setattr__(self, "validation", float(value))
 
@@ -92,9 +95,9 @@ class DataSpec:
     @classmethod
     def from_json(cls, d: dict) -> DataSpec:
         if not isinstance(d, dict) or "path" not in d:
-            raise ValueError(f"a data spec must be an object with at least 'path', not {d!r}")
+            raise InvalidDataError(f"a data spec must be an object with at least 'path', not {d!r}")
         unknown = set(d) - {"path", "format", "validation", "overlong", "seed"}
         if unknown:
-            raise ValueError(f"unknown data spec fields {sorted(unknown)}; "
+            raise InvalidDataError(f"unknown data spec fields {sorted(unknown)}; "
                              "allowed: path, format, validation, overlong, seed")
         return cls(**d)

@@ -2,27 +2,124 @@
 
 On CUDA the peak is `torch.cuda.max_memory_reserved` (what the caching allocator holds), and a too
 small card is emulated with `set_per_process_memory_fraction`, so a real OOM takes the same path.
-On CPU there is no device memory: the worker's *emulated* peak is MARP's predicted device bytes
-times the job's `emulate_peak_factor`, and a step whose emulated peak exceeds the fake card raises
-a genuine `torch.OutOfMemoryError`, exactly as the CUDA allocator would. On CUDA the same factor
-becomes real memory (`hold_emulated_excess`), so the card's own allocator decides.
+On CPU (fake-GPU mode) there is no device memory, so the worker measures it: `StepMeter` counts the
+live tensor bytes of its own steps on the real tensors, as a CUDA device would hold them
+(frenzy.train.live_bytes), and reports the largest step peak with source "measured-cpu". A step
+whose measured peak times the job's `emulate_peak_factor` (a test hook: > 1 makes a job need more
+than it measures, to force an OOM re-plan) exceeds the fake card raises a genuine
+`torch.OutOfMemoryError`, exactly as the CUDA allocator would. On CUDA the same factor becomes real
+memory (`hold_emulated_excess`), so the card's own allocator decides.
+
+Measuring costs a Python call per aten op, so only the first `MEASURED_STEPS` steps of an attempt
+are measured: the second has the optimizer state alive from its start, which makes it the step
+MARP predicts; later steps repeat it and report the largest peak measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import torch
 
 from frenzy.core import cuda_oom
+from frenzy.memory.result import Phase
+from frenzy.memory.trace.allocator import round_size
+from frenzy.memory.trace.recorder import GRADIENTS, HOST, OPTIMIZER_STATE, WEIGHTS
+from frenzy.memory.trace.replay import Replay
 from frenzy.train.config import WorkerConfig
+from frenzy.train.live_bytes import LiveBytes, following_resizes
 
 PEAK_MARKER = "frenzy-peak-bytes="
 PEAK_PATTERN = re.compile(re.escape(PEAK_MARKER) + r"(\d+)")
+MEASURED_STEPS = 2
+HOST_STATE = frozenset({"step"})  # AdamW/Adam step counters: host memory on a GPU (non-capturable)
 
 
-def emulated_peak_bytes(cfg: WorkerConfig) -> int:
-    return int(cfg.predicted_peak_bytes * cfg.emulate_peak_factor)
+class StepMeter:
+    """The memory peak of one attempt's training steps (one meter per attempt)."""
+
+    def __init__(self, cfg: WorkerConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        self.cfg, self.model, self.optimizer = cfg, model, optimizer
+        self.on_cuda = torch.cuda.is_available()
+        self.measured = 0
+        self.peak_bytes = 0
+        self.replays: list[Replay] = []  # one per measured step, for inspection
+        self.end_bytes: list[int] = []  # live bytes after each measured step
+
+    def measuring(self, step: int) -> contextlib.AbstractContextManager:
+        """Wrap the whole step: every micro-batch, optimizer.step and zero_grad."""
+        if self.on_cuda or self.measured >= MEASURED_STEPS:
+            return contextlib.nullcontext()
+        return self._measure()
+
+    def peak(self) -> tuple[int, str]:
+        if self.on_cuda:
+            return int(torch.cuda.max_memory_reserved()), "cuda"
+        return self.peak_bytes, "measured-cpu"
+
+    @contextlib.contextmanager
+    def _measure(self):
+        meter = LiveBytes()
+        self._register_state(meter)
+        ddp_buckets = _ddp_bucket_alloc(self.model, meter)
+        handles = [self.optimizer.register_step_pre_hook(lambda *_: self._before_update(meter)),
+                   self.optimizer.register_step_post_hook(lambda *_: self._mark_state(meter))]
+        if ddp_buckets is not None:
+            handles.append(self.model.module.register_forward_pre_hook(
+                lambda *_: _ddp_rebuilt(self.model, meter, ddp_buckets)))
+        try:
+            with following_resizes(meter), meter:
+                yield
+        finally:
+            for handle in handles:
+                handle.remove()
+            meter.stop()
+        result = meter.result()
+        self.replays.append(result)
+        self.end_bytes.append(meter.end_bytes())
+        self.measured += 1
+        self.peak_bytes = max(self.peak_bytes, result.peak_bytes)
+
+    def _register_state(self, meter: LiveBytes) -> None:
+        for tensor in (*self.model.parameters(), *self.model.buffers()):
+            meter.register(tensor, WEIGHTS)
+        for p in self.model.parameters():
+            meter.register(p.grad, GRADIENTS)
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    meter.register(value, HOST if key in HOST_STATE else OPTIMIZER_STATE)
+
+    def _before_update(self, meter: LiveBytes) -> None:
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                meter.mark(p.grad, GRADIENTS)
+        meter.set_phase(Phase.OPTIMIZER)
+
+    def _mark_state(self, meter: LiveBytes) -> None:
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    meter.mark(value, HOST if key in HOST_STATE else OPTIMIZER_STATE)
+
+
+def _ddp_bucket_alloc(model: torch.nn.Module, meter: LiveBytes) -> int | None:
+    """DDP's gradient buckets are tensors its C++ reducer made before the step: count their bytes
+    (one flat bucket per dtype group, a copy of the gradients unless they are bucket views)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if not isinstance(model, DistributedDataParallel) or model.gradient_as_bucket_view:
+        return None
+    size = sum(p.numel() * p.element_size() for p in model.module.parameters() if p.requires_grad)
+    return meter.register_bytes(round_size(size), GRADIENTS) if size else None
+
+
+def _ddp_rebuilt(model, meter: LiveBytes, alloc: int) -> None:
+    # DDP rebuilds its buckets in the forward after the first backward: the new ones are aten
+    # allocations the meter sees; the old ones are freed then.
+    if getattr(model, "_has_rebuilt_buckets", False):
+        meter.release(alloc)
 
 
 def limit_cuda_memory(cfg: WorkerConfig) -> None:
@@ -33,19 +130,22 @@ def limit_cuda_memory(cfg: WorkerConfig) -> None:
             torch.cuda.set_per_process_memory_fraction(cfg.gpu_memory_bytes / total)
 
 
-def check_fake_capacity(cfg: WorkerConfig, step: int) -> None:
-    """Raise torch.OutOfMemoryError where a real card of this size would.
+def check_fake_capacity(cfg: WorkerConfig, step: int, measured_peak_bytes: int | None = None) -> None:
+    """Raise torch.OutOfMemoryError where a card of `cfg.gpu_memory_bytes` would: when the step's
+    measured peak times `emulate_peak_factor` exceeds it. Fake-GPU CPU workers only, from step 2
+    on (MARP's peak is that of the second step, optimizer state alive).
 
-    MARP's peak is that of the second step (optimizer state alive), so the check fires there.
-    """
+    `measured_peak_bytes=None` is the pre-measurement call (MARP's prediction x factor), kept only
+    until worker.py passes `StepMeter.peak()`; delete it then."""
     if not cfg.fake_gpu or torch.cuda.is_available() or step < 2 or not cfg.gpu_memory_bytes:
         return
-    peak = emulated_peak_bytes(cfg)
+    base = cfg.predicted_peak_bytes if measured_peak_bytes is None else measured_peak_bytes
+    peak = int(base * cfg.emulate_peak_factor)
     if peak > cfg.gpu_memory_bytes:
         raise torch.OutOfMemoryError(
             f"CUDA out of memory (emulated on CPU by Frenzy's fake-GPU mode). The {cfg.gpu_type} has "
             f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {peak / 2**30:.2f} GiB "
-            f"({PEAK_MARKER}{peak}).")
+            f"({base} bytes x emulate_peak_factor {cfg.emulate_peak_factor:g}; {PEAK_MARKER}{peak}).")
 
 
 def hold_emulated_excess(cfg: WorkerConfig, step: int) -> torch.Tensor | None:
@@ -68,9 +168,10 @@ def with_peak(exc: torch.OutOfMemoryError) -> torch.OutOfMemoryError:
 
 
 def peak_bytes(cfg: WorkerConfig) -> tuple[int, str]:
+    """Pre-measurement telemetry, kept only until worker.py reports `StepMeter.peak()`; delete it then."""
     if torch.cuda.is_available():
         return int(torch.cuda.max_memory_reserved()), "cuda"
-    return emulated_peak_bytes(cfg), "emulated"
+    return int(cfg.predicted_peak_bytes * cfg.emulate_peak_factor), "emulated"
 
 
 def peak_from_error(text: str) -> int | None:

@@ -55,3 +55,32 @@ def run_world(config: dict, world: int, tmp_path) -> list[dict]:
         with open(f"{out}.{rank}") as f:
             results.append(json.load(f))
     return results
+
+
+def _run_function(rank, world, port, fn, args, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    import traceback
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        result = fn(rank, *args)
+    except Exception as exc:  # surfaced to the test
+        result = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}
+    finally:
+        dist.destroy_process_group()
+    torch.save(result, f"{out}.{rank}")
+
+
+def run_function(fn, world: int, tmp_path, *args) -> list:
+    """Run `fn(rank, *args)` (a module-level function, so spawn can import it) on `world` gloo CPU
+    ranks; returns each rank's return value (torch.save-able), or {"error": traceback} where it raised."""
+    import torch
+
+    out = str(tmp_path / "function-result")
+    mp.start_processes(_run_function, args=(world, _free_port(), fn, args, out), nprocs=world,
+                       start_method="spawn")
+    return [torch.load(f"{out}.{rank}", weights_only=False) for rank in range(world)]
