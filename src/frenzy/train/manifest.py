@@ -17,8 +17,8 @@ MANIFEST = "frenzy_job.json"
 
 
 class Base(BaseModel):
-    """The weights an adapter applies to: a local folder, or the config's seeded random initialisation
-    (rebuild it with frenzy.train.model.build_base(config, seed))."""
+    """The weights an adapter applies to: a local folder with weights, or the config's seeded random
+    initialisation (rebuild it with frenzy.train.model.build_base(config, seed))."""
 
     local_folder: Optional[str] = None
     random_init_seed: Optional[int] = None
@@ -47,8 +47,8 @@ class JobManifest(BaseModel):
 
 def write(cfg: WorkerConfig, history: dict, data_report, files: list[str]) -> Path:
     """Write the manifest into the job's artifact folder (rank 0, after the weights are in place)."""
-    base = Base(local_folder=cfg.local_weights if cfg.local_weights else None,
-                random_init_seed=None if _has_weights(cfg) else cfg.seed, config=cfg.hf_config)
+    weights = cfg.local_weights if _has_weights(cfg) else None
+    base = Base(local_folder=weights, random_init_seed=None if weights else cfg.seed, config=cfg.hf_config)
     loss, evals = history["loss"], history["eval_loss"]
     body = JobManifest(job_id=cfg.job_id, name=str(cfg.request.get("name") or cfg.model_name),
                        kind="model" if cfg.method == "full" else "peft-adapter", base=base, request=cfg.request,
