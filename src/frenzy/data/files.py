@@ -57,7 +57,7 @@ def _load(file: Path, builder: str) -> list[dict]:
     # to the server's and worker's logs, so both are quiet for this read and restored afterwards.
     bars_were_off, verbosity = datasets.are_progress_bars_disabled(), datasets.logging.get_verbosity()
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     try:
         with tempfile.TemporaryDirectory(prefix="frenzy-data-") as cache:
             ds = datasets.load_dataset(builder, data_files=str(file), split="train", cache_dir=cache,
