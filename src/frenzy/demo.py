@@ -40,13 +40,18 @@ def _spec(file: str, **over) -> dict:
 
 def demo_jobs() -> list[dict]:
     return [
-        _spec("chat-lora.yaml", name="tiny-chat-lora"),
-        # Asks for the cheap type only and needs 1.8x its measured memory (as an unmodelled buffer would):
-        # it runs out of memory at its second step and is re-planned with more headroom.
+        _spec("chat-sft.yaml", name="tiny-chat-sft"),
+        # Asks for the cheap type only and needs 2.2x the tensor bytes its worker measures (as an
+        # unmodelled buffer would): it runs out of memory at its second step and is re-planned.
         _spec("tiny-llama.yaml", name="tiny-llama-oom", limits={"gpu_types": ["A10G-24G"], "max_gpus": 1},
-              emulation={"peak_factor": 1.8}),
+              emulation={"peak_factor": 2.2}),
         _spec("gpt2-lora.yaml", name="gpt2-lora"),
     ]
+
+
+def adapter_job(base: Path) -> dict:
+    """LoRA on the downloaded fine-tune: its folder has weights, so the adapter is also merged into them."""
+    return _spec("chat-lora.yaml", name="tiny-chat-lora", model=str(base), merge_lora=True)
 
 
 def _gib(n) -> str:
@@ -126,27 +131,14 @@ def run(timeout_s: float = 900) -> int:
         console.print("cluster: " + ", ".join(f"{n['name']} {n['total_gpus']}x {n['gpu_type']} "
                                                f"({_gib(n['gpu_memory_bytes'])} GiB each)" for n in cluster["nodes"]))
         started = time.time()
-        ids = []
-        for spec in demo_jobs():
-            created = client.submit(spec)  # note: no GPU count in any spec
-            ids.append(created["id"])
-            console.print(_plans_table(spec["name"], created["plans"]))
-        with Live(console=console, refresh_per_second=2) as live:
-            seen: dict[str, int] = {}
-            while time.time() - started < timeout_s:
-                jobs = [client.job(i) for i in ids]
-                for j in jobs:
-                    logs = client.logs(j["id"], seen.get(j["id"], 0))
-                    seen[j["id"]] = logs["next_after"]
-                    for line in logs["lines"]:
-                        if line["line"].startswith("[frenzy]"):
-                            live.console.print(f"[dim]{j['name']}:[/] {line['line'][9:]}")
-                live.update(_progress_table(jobs))
-                if all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs):
-                    break
-                time.sleep(1)
-        console.print(_summary(client, ids, started))
+        ids = _run_jobs(client, demo_jobs(), started, timeout_s)
         ok = all(client.job(i)["state"] == "succeeded" for i in ids)
+        if ok:  # the fine-tuned chat model comes back as a folder, and is the base of a LoRA fine-tune
+            base = _download(client, ids[0], home / "downloads")
+            console.rule(f"[bold]a LoRA fine-tune of the model {ids[0]} handed back ({base})")
+            ids += _run_jobs(client, [adapter_job(base)], started, timeout_s)
+            ok = client.job(ids[-1])["state"] == "succeeded"
+        console.print(_summary(client, ids, started))
         if ok:
             ok = _check_artifacts(client, ids, home / "downloads")
         console.print("[green]all jobs succeeded[/]" if ok else "[red]some jobs did not succeed[/]")
@@ -158,6 +150,37 @@ def run(timeout_s: float = 900) -> int:
         cleanup()
 
 
+def _run_jobs(client, specs: list[dict], started: float, timeout_s: float) -> list[str]:
+    """Submit (no GPU count in any spec), show plans, then follow the jobs live until they end."""
+    ids = []
+    for spec in specs:
+        created = client.submit(spec)
+        ids.append(created["id"])
+        console.print(_plans_table(spec["name"], created["plans"]))
+    with Live(console=console, refresh_per_second=2) as live:
+        seen: dict[str, int] = {}
+        while time.time() - started < timeout_s:
+            jobs = [client.job(i) for i in ids]
+            for j in jobs:
+                logs = client.logs(j["id"], seen.get(j["id"], 0))
+                seen[j["id"]] = logs["next_after"]
+                for line in logs["lines"]:
+                    if line["line"].startswith("[frenzy]"):
+                        live.console.print(f"[dim]{j['name']}:[/] {line['line'][9:]}")
+            live.update(_progress_table(jobs))
+            if all(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs):
+                break
+            time.sleep(1)
+    return ids
+
+
+def _download(client, job_id: str, folder: Path) -> Path:
+    target = folder / job_id
+    for f in client.artifacts(job_id)["files"]:
+        client.download(job_id, f["path"], target)
+    return target
+
+
 def _check_artifacts(client, ids: list[str], folder: Path) -> bool:
     """Download what each fine-tune handed back, reload it with peft / transformers, and score it on
     the job's validation set the way the trainer did."""
@@ -167,17 +190,15 @@ def _check_artifacts(client, ids: list[str], folder: Path) -> bool:
                   title="artifacts, downloaded and reloaded")
     ok = True
     for job_id in ids:
-        listing = client.artifacts(job_id)
-        target = folder / job_id
-        for f in listing["files"]:
-            client.download(job_id, f["path"], target)
+        target = _download(client, job_id, folder)
+        files = len(client.artifacts(job_id)["files"])
         result = reload_and_evaluate(target)
         if result.reloaded_eval_loss is None:
-            table.add_row(result.name, result.kind, str(len(listing["files"])), "-", "-", "-", "-")
+            table.add_row(result.name, result.kind, str(files), "-", "-", "-", "-")
             continue
         gap = abs(result.reloaded_eval_loss - result.trainer_eval_loss)
         ok &= gap < 1e-3
-        table.add_row(result.name, result.kind, str(len(listing["files"])), f"{result.first_eval_loss:.4f}",
+        table.add_row(result.name, result.kind, str(files), f"{result.first_eval_loss:.4f}",
                       f"{result.trainer_eval_loss:.4f}", f"{result.reloaded_eval_loss:.4f}", f"{gap:.1e}")
     console.print(table)
     console.print(f"downloaded into {folder}; load them with peft's PeftModel.from_pretrained or transformers' "
