@@ -140,6 +140,8 @@ def test_full_fine_tuning_streams_shards_that_reload_to_the_trained_model(two_ra
     assert sorted(p.name for p in out.iterdir()) == result["files"]
     keys = _shard_keys(out)
     assert len(keys) >= 3  # the streaming path flushed several shards
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["dtype"] == "float32"  # not FSDPLlama...
     state = result["state"]  # torch's own full state dict of the trained model
     assert sorted(k for ks in keys.values() for k in ks) == sorted(state)
     for f, ks in keys.items():
