@@ -9,7 +9,9 @@ place, so a reader never sees half an artifact and a re-run replaces the old one
 Under FSDP2 or tensor parallelism the parameters are DTensor shards: `write_artifacts` is collective
 and gathers one tensor at a time (`full_tensor()` on every rank), while rank 0 moves it to CPU into
 the current shard and flushes the shard to disk once it reaches `max_shard_bytes`, so no rank ever
-holds the whole model, and rank 0 holds about one shard beyond its training state.
+holds the whole model, and rank 0 holds about one shard of host memory beyond its training state
+(nothing at all for an unsharded CPU model saved in its own dtype: the shard references the
+parameters).
 """
 
 from __future__ import annotations
@@ -146,22 +148,19 @@ def _full_tensors(model: nn.Module, dtype: torch.dtype, rank: int) -> Iterator[t
     for key, value in state.items():
         if key in skip or not isinstance(value, torch.Tensor):
             continue
-        full, owned = _gather(value)
+        full = _gather(value)
         if rank == 0:
-            target = dtype if full.is_floating_point() else full.dtype
-            # a plain (unsharded) tensor is the live parameter: copy, never alias it into a shard
-            yield _clean_key(key), full.detach().to("cpu", target, copy=not owned).contiguous()
+            # On CPU in the saved dtype this is the live parameter itself, not a copy: the shard that
+            # holds it is on disk before write_artifacts returns, and training has stopped.
+            yield _clean_key(key), full.detach().to("cpu", dtype if full.is_floating_point() else full.dtype)
         del full
 
 
-def _gather(value: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """The whole tensor behind a DTensor shard (collective over its mesh); a plain tensor as it is.
-    Returns (tensor, whether it is a fresh copy)."""
+def _gather(value: torch.Tensor) -> torch.Tensor:
+    """The whole tensor behind a DTensor shard (collective over its mesh); a plain tensor as it is."""
     from torch.distributed.tensor import DTensor
 
-    if isinstance(value, DTensor):
-        return value.full_tensor(), True
-    return value, False
+    return value.full_tensor() if isinstance(value, DTensor) else value
 
 
 def _tied_aliases(model: nn.Module, state: dict) -> set[str]:
@@ -188,6 +187,7 @@ class ShardWriter:
         self.folder, self.max_shard_bytes = folder, max_shard_bytes
         self.pending: dict[str, torch.Tensor] = {}
         self.pending_bytes = 0
+        self.storages: set[int] = set()  # of the pending tensors
         self.peak_pending_bytes = 0
         self.shards: list[list[str]] = []
         self.total_bytes = 0
@@ -196,6 +196,11 @@ class ShardWriter:
         size = tensor.numel() * tensor.element_size()
         if self.pending and self.pending_bytes + size > self.max_shard_bytes:
             self._flush()
+        # safetensors refuses tensors that share memory within a file (views of one buffer): copy those
+        storage = tensor.untyped_storage().data_ptr()
+        if not tensor.is_contiguous() or storage in self.storages:
+            tensor = tensor.contiguous() if not tensor.is_contiguous() else tensor.clone()
+        self.storages.add(tensor.untyped_storage().data_ptr())
         self.pending[key] = tensor
         self.pending_bytes += size
         self.total_bytes += size
@@ -206,7 +211,7 @@ class ShardWriter:
 
         save_file(self.pending, self.folder / self._partial(len(self.shards)), metadata={"format": "pt"})
         self.shards.append(list(self.pending))
-        self.pending, self.pending_bytes = {}, 0
+        self.pending, self.pending_bytes, self.storages = {}, 0, set()
 
     @staticmethod
     def _partial(index: int) -> str:
@@ -265,9 +270,9 @@ def _write_adapter(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int
                     and (k in trainable or ".lora_" in k or f".{adapter}." in k))
     gathered = {}
     for key in chosen:
-        full, owned = _gather(state[key])
+        full = _gather(state[key])
         if rank == 0:
-            gathered[_clean_key(key)] = full.detach().to("cpu", copy=not owned).contiguous()
+            gathered[_clean_key(key)] = full.detach().to("cpu").contiguous()
     if rank != 0:
         return []
     from safetensors.torch import save_file

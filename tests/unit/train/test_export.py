@@ -140,6 +140,8 @@ def test_full_fine_tuning_streams_shards_that_reload_to_the_trained_model(two_ra
     assert sorted(p.name for p in out.iterdir()) == result["files"]
     keys = _shard_keys(out)
     assert len(keys) >= 3  # the streaming path flushed several shards
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["dtype"] == "float32"  # not FSDPLlama...
     state = result["state"]  # torch's own full state dict of the trained model
     assert sorted(k for ks in keys.values() for k in ks) == sorted(state)
     for f, ks in keys.items():
@@ -269,3 +271,14 @@ def test_merge_lora_refuses_a_base_without_local_weights_and_no_tokenizer_is_ski
         with pytest.raises(ValueError, match="local folder"):
             merge_lora(tmp_path / "adapter", bad, tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
+
+
+def test_shard_writer_copies_views_of_one_buffer_and_names_a_single_shard_model_safetensors(tmp_path):
+    buffer = torch.arange(12, dtype=torch.float32)
+    writer = export.ShardWriter(tmp_path, max_shard_bytes=1000)
+    writer.add("a", buffer[:6])
+    writer.add("b", buffer[6:])  # same storage: safetensors would refuse the pair
+    writer.add("c", buffer.view(3, 4).t())  # not contiguous
+    assert writer.close() == ["model.safetensors"]
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as st:
+        assert torch.equal(st.get_tensor("b"), buffer[6:]) and torch.equal(st.get_tensor("c"), buffer.view(3, 4).t())
