@@ -242,6 +242,7 @@ class ControlLoop:
             steps=spec.steps, dataset=req.dataset, data=data.to_json() if data else None, seed=req.seed,
             lr_schedule=req.lr_schedule, warmup_steps=req.warmup_steps, weight_decay=req.weight_decay,
             max_grad_norm=req.max_grad_norm, eval_every=req.eval_every, merge_lora=req.merge_lora,
+            export_every_checkpoint=req.export_every_checkpoint,
             request=req.to_json(), plan=_choice_json(choice, spec.model.family),
             dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
             recompute=plan.recompute.name.lower(),

@@ -82,6 +82,7 @@ class JobRequest:
     seed: int = 0  # weights of a random-init model, data order, the validation split
     eval_every: int | None = None  # validation loss every N steps (and always at the end)
     merge_lora: bool = False  # also write the adapter merged into the (local) base weights
+    export_every_checkpoint: bool = False  # refresh the artifacts at every checkpoint, not only at the end
     train_examples: int | None = None  # filled in at submission from the data (epochs -> steps)
     objective: str = "time"
     priority: int = 0

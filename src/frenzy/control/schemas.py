@@ -55,6 +55,8 @@ class JobIn(BaseModel):
     seed: int = Field(0, ge=0, description="random-init weights, data order, validation split")
     eval_every: Optional[int] = Field(None, ge=1, description="validation loss every N steps (always at the end)")
     merge_lora: bool = Field(False, description="LoRA with local base weights: also export the merged model")
+    export_every_checkpoint: bool = Field(False, description="refresh the artifacts at every checkpoint (a "
+                                                             "usable model while the job runs), not only at the end")
     objective: Literal["time", "cost"] = "time"
     priority: int = 0
     limits: LimitsIn = Field(default_factory=LimitsIn)

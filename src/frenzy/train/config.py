@@ -44,6 +44,7 @@ class WorkerConfig:
     max_grad_norm: float | None = 1.0
     eval_every: int | None = None
     merge_lora: bool = False
+    export_every_checkpoint: bool = False
     request: dict[str, Any] = field(default_factory=dict, hash=False)  # as submitted: goes into frenzy_job.json
     plan: dict[str, Any] = field(default_factory=dict, hash=False)  # the chosen plan, for frenzy_job.json
     # the plan

@@ -34,6 +34,7 @@ class JobManifest(BaseModel):
     request: dict[str, Any] = Field(description="the job as submitted")
     plan: dict[str, Any] = Field(description="the final attempt's plan and its predicted memory")
     attempt: int
+    step: int = Field(description="the optimizer step the weights are from (steps: the job's last)")
     steps: int
     final_loss: Optional[float]
     final_eval_loss: Optional[float]
@@ -45,14 +46,14 @@ class JobManifest(BaseModel):
     written_at: float
 
 
-def write(cfg: WorkerConfig, history: dict, data_report, files: list[str]) -> Path:
+def write(cfg: WorkerConfig, history: dict, data_report, files: list[str], step: int) -> Path:
     """Write the manifest into the job's artifact folder (rank 0, after the weights are in place)."""
     weights = cfg.local_weights if _has_weights(cfg) else None
     base = Base(local_folder=weights, random_init_seed=None if weights else cfg.seed, config=cfg.hf_config)
     loss, evals = history["loss"], history["eval_loss"]
     body = JobManifest(job_id=cfg.job_id, name=str(cfg.request.get("name") or cfg.model_name),
                        kind="model" if cfg.method == "full" else "peft-adapter", base=base, request=cfg.request,
-                       plan=cfg.plan, attempt=cfg.attempt, steps=cfg.steps, final_loss=loss[-1][1] if loss else None,
+                       plan=cfg.plan, attempt=cfg.attempt, step=step, steps=cfg.steps, final_loss=loss[-1][1] if loss else None,
                        final_eval_loss=evals[-1][1] if evals else None, loss_history=loss, eval_history=evals,
                        data_spec=cfg.data, data=data_report.to_json() if data_report is not None else None,
                        files=sorted(files + [MANIFEST]), written_at=time.time())

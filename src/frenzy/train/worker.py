@@ -61,24 +61,30 @@ def train_loop(config: dict, report=None) -> None:
               f"mb{cfg.micro_batch}x{cfg.grad_accum} on {cfg.world_size}x {cfg.gpu_type}; resuming at step {start}",
               flush=True)
     model.train()
-    loop = _Loop(cfg, model, optimizer, batches, device, report)
+    loop = _Loop(cfg, model, optimizer, batches, device, report, prepared)
     try:
         history = loop.run(start)
     except torch.OutOfMemoryError as exc:
         raise memory.with_peak(exc) from exc
+    hand_back(model, cfg, history, prepared, cfg.steps)
+
+
+def hand_back(model, cfg: WorkerConfig, history: dict, prepared, step: int) -> None:
+    """Write the artifacts of the weights as they are after `step` (collective: every rank calls it)."""
     files = export.write_artifacts(model, cfg, cfg.artifacts_dir)
     if dist.get_rank() == 0:
         if cfg.merge_lora:
             files += [f"merged/{f}" for f in export.merge_lora(cfg.artifacts_dir, cfg.local_weights,
                                                                cfg.artifacts_dir / "merged")]
-        manifest.write(cfg, history, prepared.report if prepared else None, files)
+        manifest.write(cfg, history, prepared.report if prepared else None, files, step)
     dist.barrier()
 
 
 class _Loop:
-    def __init__(self, cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.device, report):
+    def __init__(self, cfg: WorkerConfig, model, optimizer, batches: Batches, device: torch.device, report,
+                 prepared):
         self.cfg, self.model, self.optimizer, self.batches, self.device = cfg, model, optimizer, batches, device
-        self.report = report
+        self.report, self.prepared = report, prepared
         self.precision = functools.partial(compute_precision, cfg, device)
         self.meter = memory.StepMeter(cfg, model, optimizer)
 
@@ -99,6 +105,8 @@ class _Loop:
                 time.sleep(cfg.step_delay_s)
             if step == 1 or step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 checkpoint.save(cfg.checkpoint_dir, step, self.model, self.optimizer)
+                if cfg.export_every_checkpoint and step < cfg.steps:  # the last step's export follows the loop
+                    hand_back(self.model, cfg, history, self.prepared, step)
             elapsed = time.perf_counter() - began
             metrics = {"step": step, "total_steps": cfg.steps, "loss": round(loss, 5), "lr": lr,
                        "tokens_per_s": round(cfg.global_batch * cfg.seq_len / elapsed, 1),
