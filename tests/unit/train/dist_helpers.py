@@ -40,7 +40,8 @@ def _run(rank, world, port, config, out):
         train_loop(config, report=reports.append)
         result = {"reports": reports}
     except Exception as exc:  # surfaced to the test
-        result = {"error": f"{type(exc).__name__}: {exc}", "reports": reports}
+        import traceback
+        result = {"error": f"{type(exc).__name__}: {exc}", "reports": reports, "traceback": traceback.format_exc()}
     finally:
         dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
