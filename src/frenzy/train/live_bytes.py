@@ -44,7 +44,8 @@ def local_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
     if type(tensor) in _PLAIN or not is_traceable_wrapper_subclass(tensor):
         return [tensor]
     names, _ = tensor.__tensor_flatten__()
-    return [inner for name in names for inner in local_tensors(getattr(tensor, name))]
+    inners = (getattr(tensor, name) for name in names)
+    return [local for inner in inners if isinstance(inner, torch.Tensor) for local in local_tensors(inner)]
 
 
 def _storage(tensor: torch.Tensor):
@@ -199,11 +200,13 @@ _ALIASING: dict = {}
 
 def _aliases(func) -> bool:
     """Whether an output of `func` may share an input's storage (a view, an in-place or out= op),
-    from its schema's alias annotations; anything else returns fresh storages."""
+    from its aten schema's alias annotations; other aten ops return fresh storages. Ops outside
+    aten are always checked: c10d's in-place collectives (`allreduce_`) annotate no aliasing."""
     found = _ALIASING.get(func)
     if found is None:
         schema = getattr(func, "_schema", None)
-        found = schema is None or any(r.alias_info is not None for r in schema.returns)
+        found = (schema is None or getattr(func, "namespace", "") != "aten"
+                 or any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)))
         _ALIASING[func] = found
     return found
 

@@ -65,7 +65,7 @@ class StepMeter:
         ddp_buckets = _ddp_bucket_alloc(self.model, meter)
         handles = [self.optimizer.register_step_pre_hook(lambda *_: self._before_update(meter)),
                    self.optimizer.register_step_post_hook(lambda *_: self._mark_state(meter))]
-        if ddp_buckets is not None:
+        if ddp_buckets is not None and not self.model._has_rebuilt_buckets:
             handles.append(self.model.module.register_forward_pre_hook(
                 lambda *_: _ddp_rebuilt(self.model, meter, ddp_buckets)))
         try:
@@ -116,9 +116,9 @@ def _ddp_bucket_alloc(model: torch.nn.Module, meter: LiveBytes) -> int | None:
 
 
 def _ddp_rebuilt(model, meter: LiveBytes, alloc: int) -> None:
-    # DDP rebuilds its buckets in the forward after the first backward: the new ones are aten
-    # allocations the meter sees; the old ones are freed then.
-    if getattr(model, "_has_rebuilt_buckets", False):
+    # DDP rebuilds its buckets once, in the first forward after the first backward: the new ones are
+    # aten allocations the meter sees; the old ones (counted at the step start) are freed then.
+    if model._has_rebuilt_buckets:
         meter.release(alloc)
 
 
