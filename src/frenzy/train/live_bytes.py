@@ -195,7 +195,7 @@ def _free_callback(meter_ref: weakref.ref, key: int, alloc: int):
     return free
 
 
-_ALIASING: dict = {}
+_ALIASING: dict = {torch.ops.aten._unsafe_view.default: True}  # a view its schema does not annotate
 
 
 def _aliases(func) -> bool:
