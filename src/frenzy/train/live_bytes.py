@@ -27,7 +27,6 @@ from contextlib import contextmanager
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_leaves
 
 from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import round_size
@@ -35,6 +34,7 @@ from frenzy.memory.trace.recorder import ACTIVATIONS, HOST, TEMPORARIES, EventLo
 from frenzy.memory.trace.replay import Replay, replay
 
 _SUM = torch.ops.aten.add.Tensor
+_STRIDED = torch.strided
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -44,11 +44,12 @@ def local_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
     if type(tensor) in _PLAIN or not is_traceable_wrapper_subclass(tensor):
         return [tensor]
     names, _ = tensor.__tensor_flatten__()
-    return [inner for name in names for inner in local_tensors(getattr(tensor, name))]
+    inners = (getattr(tensor, name) for name in names)
+    return [local for inner in inners if isinstance(inner, torch.Tensor) for local in local_tensors(inner)]
 
 
 def _storage(tensor: torch.Tensor):
-    if tensor.layout is not torch.strided or tensor.device.type == "meta":
+    if tensor.layout is not _STRIDED or tensor.is_meta:
         return None
     try:
         return tensor.untyped_storage()
@@ -66,6 +67,7 @@ class LiveBytes(TorchDispatchMode):
         self._live: dict[int, int] = {}  # storage key -> allocation id
         self._refs: dict[int, weakref.ref] = {}  # allocation id -> weak reference firing its free
         self._released: set[int] = set()
+        self._self_ref = weakref.ref(self)
         self._active = True
         self.log.phase_starts.append((0, 0, Phase.FORWARD))
         self.log.phase_positions.add(0)
@@ -140,29 +142,38 @@ class LiveBytes(TorchDispatchMode):
 
     # ---- dispatch -------------------------------------------------------------------------------
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # no torch.compile in a worker: spare every op the dynamo-disable wrapper
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        out = func(*args, **kwargs) if kwargs else func(*args)
         if not self._active:
             return out
         if self.phase is not Phase.OPTIMIZER:
-            self.set_phase(Phase.BACKWARD if torch._C._current_graph_task_id() != -1 else Phase.FORWARD)
-        input_keys = None
-        for tensor in ([out] if isinstance(out, torch.Tensor) else tree_leaves(out)):
-            if not isinstance(tensor, torch.Tensor):
-                continue
+            backward = torch._C._current_graph_task_id() != -1
+            if backward is not (self.phase is Phase.BACKWARD):
+                self.set_phase(Phase.BACKWARD if backward else Phase.FORWARD)
+        if type(out) is torch.Tensor and out.layout is _STRIDED and not out.is_meta:
+            storage = out.untyped_storage()  # the common case, kept lean: every op pays for it
+            if storage._cdata not in self._live:
+                self._output(storage, func, args, kwargs)
+            return out
+        for tensor in _tensors(out):
             for local in local_tensors(tensor):
                 storage = _storage(local)
-                if storage is None or storage._cdata in self._live or not storage.nbytes():
-                    continue
-                if input_keys is None:
-                    input_keys = _storage_keys((args, kwargs))
-                if storage._cdata in input_keys:
-                    continue  # a view of (or in place into) a storage made before measuring
-                self._allocate(storage, ACTIVATIONS if self.phase is Phase.FORWARD else TEMPORARIES)
-                if func is _SUM and self.phase is Phase.BACKWARD:
-                    operands = (self._live.get(k) for k in _storage_keys(args, ordered=True))
-                    self.log.accumulations[len(self.log.sizes) - 1] = tuple(a for a in operands if a is not None)
+                if storage is not None and storage._cdata not in self._live:
+                    self._output(storage, func, args, kwargs)
         return out
+
+    def _output(self, storage, func, args, kwargs) -> None:
+        """An output storage not live yet: a new allocation unless empty or an input's storage."""
+        if not storage.nbytes() or (_aliases(func) and storage._cdata in _storage_keys(args, kwargs)):
+            return  # a view of (or in place into) a storage made before measuring
+        self._allocate(storage, ACTIVATIONS if self.phase is Phase.FORWARD else TEMPORARIES)
+        if func is _SUM and self.phase is Phase.BACKWARD:
+            operands = (self._live.get(k) for k in _storage_keys(args, {}))
+            self.log.accumulations[len(self.log.sizes) - 1] = tuple(a for a in operands if a is not None)
 
     def _allocate(self, storage, role: str) -> None:
         key, alloc, log = storage._cdata, len(self.log.sizes), self.log
@@ -170,7 +181,7 @@ class LiveBytes(TorchDispatchMode):
         log.roles.append(role)
         log.events.append(alloc + 1)
         self._live[key] = alloc
-        self._refs[alloc] = weakref.ref(storage, _free_callback(weakref.ref(self), key, alloc))
+        self._refs[alloc] = weakref.ref(storage, _free_callback(self._self_ref, key, alloc))
 
 
 def _free_callback(meter_ref: weakref.ref, key: int, alloc: int):
@@ -184,15 +195,42 @@ def _free_callback(meter_ref: weakref.ref, key: int, alloc: int):
     return free
 
 
-def _storage_keys(tree, ordered: bool = False):
+_ALIASING: dict = {torch.ops.aten._unsafe_view.default: True}  # a view its schema does not annotate
+
+
+def _aliases(func) -> bool:
+    """Whether an output of `func` may share an input's storage (a view, an in-place or out= op),
+    from its aten schema's alias annotations; other aten ops return fresh storages. Ops outside
+    aten are always checked: c10d's in-place collectives (`allreduce_`) annotate no aliasing."""
+    found = _ALIASING.get(func)
+    if found is None:
+        schema = getattr(func, "_schema", None)
+        found = (schema is None or getattr(func, "namespace", "") != "aten"
+                 or any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)))
+        _ALIASING[func] = found
+    return found
+
+
+def _tensors(value):
+    """The tensors in an op's arguments or outputs: tensors, (nested) lists and tuples, dict values."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+def _storage_keys(args, kwargs) -> list[int]:
     keys = []
-    for leaf in tree_leaves(tree):
-        if isinstance(leaf, torch.Tensor):
-            for local in local_tensors(leaf):
-                storage = _storage(local)
-                if storage is not None:
-                    keys.append(storage._cdata)
-    return keys if ordered else set(keys)
+    for tensor in _tensors((args, kwargs)):
+        for local in local_tensors(tensor):
+            storage = _storage(local)
+            if storage is not None:
+                keys.append(storage._cdata)
+    return keys
 
 
 @contextmanager

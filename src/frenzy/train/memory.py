@@ -65,7 +65,7 @@ class StepMeter:
         ddp_buckets = _ddp_bucket_alloc(self.model, meter)
         handles = [self.optimizer.register_step_pre_hook(lambda *_: self._before_update(meter)),
                    self.optimizer.register_step_post_hook(lambda *_: self._mark_state(meter))]
-        if ddp_buckets is not None:
+        if ddp_buckets is not None and not self.model._has_rebuilt_buckets:
             handles.append(self.model.module.register_forward_pre_hook(
                 lambda *_: _ddp_rebuilt(self.model, meter, ddp_buckets)))
         try:
@@ -116,9 +116,9 @@ def _ddp_bucket_alloc(model: torch.nn.Module, meter: LiveBytes) -> int | None:
 
 
 def _ddp_rebuilt(model, meter: LiveBytes, alloc: int) -> None:
-    # DDP rebuilds its buckets in the forward after the first backward: the new ones are aten
-    # allocations the meter sees; the old ones are freed then.
-    if getattr(model, "_has_rebuilt_buckets", False):
+    # DDP rebuilds its buckets once, in the first forward after the first backward: the new ones are
+    # aten allocations the meter sees; the old ones (counted at the step start) are freed then.
+    if model._has_rebuilt_buckets:
         meter.release(alloc)
 
 
@@ -130,22 +130,27 @@ def limit_cuda_memory(cfg: WorkerConfig) -> None:
             torch.cuda.set_per_process_memory_fraction(cfg.gpu_memory_bytes / total)
 
 
-def check_fake_capacity(cfg: WorkerConfig, step: int, measured_peak_bytes: int | None = None) -> None:
+def check_fake_capacity(cfg: WorkerConfig, step: int, measured_peak_bytes: int | None = None,
+                        overhead_bytes: int = 0) -> None:
     """Raise torch.OutOfMemoryError where a card of `cfg.gpu_memory_bytes` would: when the step's
-    measured peak times `emulate_peak_factor` exceeds it. Fake-GPU CPU workers only, from step 2
-    on (MARP's peak is that of the second step, optimizer state alive).
+    measured tensor peak times `emulate_peak_factor`, plus `overhead_bytes`, exceeds it. Fake-GPU
+    CPU workers only, from step 2 on (MARP's peak is that of the second step, optimizer state alive).
 
-    `measured_peak_bytes=None` is the pre-measurement call (MARP's prediction x factor), kept only
-    until worker.py passes `StepMeter.peak()`; delete it then."""
+    `overhead_bytes` is what a real card holds beside the tensors, which a CPU cannot measure (CUDA
+    context, cuBLAS workspace, caching-allocator slack: MARP's device_bytes - allocated_bytes); 0
+    compares the tensors alone with the whole card. `measured_peak_bytes=None` is the call before
+    measurement existed (MARP's prediction x factor), kept only until worker.py passes
+    `StepMeter.peak()[0]`; delete it then."""
     if not cfg.fake_gpu or torch.cuda.is_available() or step < 2 or not cfg.gpu_memory_bytes:
         return
     base = cfg.predicted_peak_bytes if measured_peak_bytes is None else measured_peak_bytes
-    peak = int(base * cfg.emulate_peak_factor)
+    peak = int(base * cfg.emulate_peak_factor) + overhead_bytes
     if peak > cfg.gpu_memory_bytes:
         raise torch.OutOfMemoryError(
             f"CUDA out of memory (emulated on CPU by Frenzy's fake-GPU mode). The {cfg.gpu_type} has "
-            f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {peak / 2**30:.2f} GiB "
-            f"({base} bytes x emulate_peak_factor {cfg.emulate_peak_factor:g}; {PEAK_MARKER}{peak}).")
+            f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {peak / 2**30:.2f} GiB ({base} tensor "
+            f"bytes x emulate_peak_factor {cfg.emulate_peak_factor:g} + {overhead_bytes} overhead bytes; "
+            f"{PEAK_MARKER}{peak}).")
 
 
 def hold_emulated_excess(cfg: WorkerConfig, step: int) -> torch.Tensor | None:
