@@ -54,7 +54,7 @@ def reload_and_evaluate(folder: Path) -> ReloadResult:
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else m.base.local_folder, m.base.config)
     held_out = prepare(DataSpec.from_json(m.data_spec), tokenizer, int(m.request["seq_len"])).validation
-    batch = int(m.plan["micro_batch"])
+    batch = int(m.plan.get("micro_batch", 1))  # chunking changes only the order of float sums
     chunks = [(torch.from_numpy(held_out.input_ids[i:i + batch]), torch.from_numpy(held_out.labels[i:i + batch]))
               for i in range(0, len(held_out.input_ids), batch)]
     mixed = m.request.get("precision") == "bf16-mixed"
