@@ -6,10 +6,10 @@ the op's inputs' storages (views and in-place results share an input's) is one a
 the CUDA caching allocator serves it (`round_size`: 512-byte multiples); a weak reference to the
 storage records its free (a storage's Python object lives exactly as long as the storage). What
 exists when the step starts -- parameters, buffers, gradients, optimizer state -- is registered
-first, by unique storage. The event stream is the tracer's `EventLog` and is replayed by the
-tracer's `replay`, so both count alike, including one correction: under any dispatch mode the
-autograd engine sums a tensor's several gradients out of place (`old + new`), where a plain run adds
-in place; `replay` folds those sums back (frenzy.memory.trace.engine).
+first, by unique storage. The event stream is the tracer's `EventLog`, and its peaks are taken as
+the tracer's `replay` takes them, so both count alike, including one correction: under any dispatch
+mode the autograd engine sums a tensor's several gradients out of place (`old + new`), where a plain
+run adds in place; those sums are folded back (frenzy.memory.trace.engine).
 
 Counted: local tensors only. A DTensor (FSDP2 shards, tensor-parallel weights) counts its local
 shard; collectives' buffers count when an aten op allocates them (FSDP2's all-gather output, DDP's
@@ -24,18 +24,50 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import round_size
+from frenzy.memory.trace.engine import fold_inplace_accumulations
 from frenzy.memory.trace.recorder import ACTIVATIONS, HOST, TEMPORARIES, EventLog
-from frenzy.memory.trace.replay import Replay, replay
+from frenzy.memory.trace.replay import _Peaks
 
 _SUM = torch.ops.aten.add.Tensor
 _STRIDED = torch.strided
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepPeak:
+    """The live-bytes peak of one measured step, with its phase and what was alive then by role."""
+
+    peak_bytes: int
+    peak_phase: Phase
+    peak_breakdown: dict[str, int]
+    peak_by_phase: dict[Phase, int]
+
+
+def step_peak(log: EventLog) -> StepPeak:
+    """`frenzy.memory.trace.replay` without its caching-allocator model (it costs a measured step
+    more than the peak is worth): the same running peaks over the same folded event stream."""
+    log = fold_inplace_accumulations(log)
+    peaks = _Peaks(log, 0)
+    for position, event in enumerate(log.events):
+        if position in log.phase_positions:
+            peaks.sample(position)
+        alloc = abs(event) - 1
+        if log.roles[alloc] == HOST:
+            continue
+        peaks.add(log.roles[alloc], log.sizes[alloc] if event > 0 else -log.sizes[alloc])
+        if event > 0:
+            peaks.sample(position)
+    if len(log.events) in log.phase_positions:
+        peaks.sample(len(log.events))
+    return StepPeak(peak_bytes=max(peaks.best[0], 0), peak_phase=peaks.best[1], peak_breakdown=peaks.best[2],
+                    peak_by_phase=peaks.by_phase)
 
 
 def local_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
@@ -58,7 +90,7 @@ def _storage(tensor: torch.Tensor):
 
 
 class LiveBytes(TorchDispatchMode):
-    """Record one step's allocations and frees; `result()` replays them (live-bytes peak by phase)."""
+    """Record one step's allocations and frees; `result()` takes their peaks (live bytes, by phase)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -136,9 +168,8 @@ class LiveBytes(TorchDispatchMode):
         return sum(size for alloc, (size, role) in enumerate(zip(self.log.sizes, self.log.roles))
                    if alloc not in freed and role != HOST)
 
-    def result(self) -> Replay:
-        """Peak live bytes of the recorded step (the tracer's replay: in-place gradient sums folded)."""
-        return replay(self.log, 0)
+    def result(self) -> StepPeak:
+        return step_peak(self.log)
 
     # ---- dispatch -------------------------------------------------------------------------------
 

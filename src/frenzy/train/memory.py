@@ -26,9 +26,8 @@ from frenzy.core import cuda_oom
 from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import round_size
 from frenzy.memory.trace.recorder import GRADIENTS, HOST, OPTIMIZER_STATE, WEIGHTS
-from frenzy.memory.trace.replay import Replay
 from frenzy.train.config import WorkerConfig
-from frenzy.train.live_bytes import LiveBytes, following_resizes
+from frenzy.train.live_bytes import LiveBytes, StepPeak, following_resizes
 
 PEAK_MARKER = "frenzy-peak-bytes="
 PEAK_PATTERN = re.compile(re.escape(PEAK_MARKER) + r"(\d+)")
@@ -42,14 +41,13 @@ class StepMeter:
     def __init__(self, cfg: WorkerConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         self.cfg, self.model, self.optimizer = cfg, model, optimizer
         self.on_cuda = torch.cuda.is_available()
-        self.measured = 0
         self.peak_bytes = 0
-        self.replays: list[Replay] = []  # one per measured step, for inspection
+        self.steps: list[StepPeak] = []  # one per measured step, for inspection
         self.end_bytes: list[int] = []  # live bytes after each measured step
 
     def measuring(self, step: int) -> contextlib.AbstractContextManager:
         """Wrap the whole step: every micro-batch, optimizer.step and zero_grad."""
-        if self.on_cuda or self.measured >= MEASURED_STEPS:
+        if self.on_cuda or len(self.steps) >= MEASURED_STEPS:
             return contextlib.nullcontext()
         return self._measure()
 
@@ -76,9 +74,8 @@ class StepMeter:
                 handle.remove()
             meter.stop()
         result = meter.result()
-        self.replays.append(result)
+        self.steps.append(result)
         self.end_bytes.append(meter.end_bytes())
-        self.measured += 1
         self.peak_bytes = max(self.peak_bytes, result.peak_bytes)
 
     def _register_state(self, meter: LiveBytes) -> None:

@@ -61,7 +61,7 @@ WEIGHTS = W1 + B1 + W2 + B2  # = 1,051,648 B: parameters; gradients and each Ada
 
 def test_mlp_adamw_peak_matches_the_hand_count():
     meter = _mlp_run()
-    second = meter.replays[1]
+    second = meter.steps[1]
     # Step 2 starts with weights + exp_avg + exp_avg_sq (AdamW's `step` counters are host memory on a
     # GPU). Its peak is in AdamW's per-parameter loop at W2: gradients are all alive, and
     # `denom = (exp_avg_sq.sqrt() / c).add_(eps)` holds sqrt and the quotient (2 x W2) while the
@@ -75,7 +75,7 @@ def test_mlp_adamw_peak_matches_the_hand_count():
 
 
 def test_state_existing_at_the_step_start_is_counted():
-    first, second = _mlp_run().replays
+    first, second = _mlp_run().steps
     # The same forward; only the optimizer state (2 x weights) existed before step 2 and not step 1.
     assert second.peak_by_phase[Phase.FORWARD] - first.peak_by_phase[Phase.FORWARD] == 2 * WEIGHTS
 
@@ -83,14 +83,14 @@ def test_state_existing_at_the_step_start_is_counted():
 def test_a_tensor_freed_inside_the_step_raises_the_peak_not_the_end_state():
     transient = 8 * 2**20
     plain, scratched = _mlp_run(), _mlp_run(transient_bytes=transient)
-    assert scratched.replays[1].peak_bytes == 3 * WEIGHTS + transient  # at the step start
+    assert scratched.steps[1].peak_bytes == 3 * WEIGHTS + transient  # at the step start
     assert scratched.end_bytes == plain.end_bytes == [3 * WEIGHTS, 3 * WEIGHTS]
 
 
 def test_only_the_first_steps_of_an_attempt_are_measured():
     meter = _mlp_run(steps=MEASURED_STEPS + 2)
-    assert meter.measured == MEASURED_STEPS and len(meter.replays) == MEASURED_STEPS
-    assert meter.peak()[0] == max(r.peak_bytes for r in meter.replays)
+    assert len(meter.steps) == MEASURED_STEPS
+    assert meter.peak()[0] == max(r.peak_bytes for r in meter.steps)
 
 
 def _llama_measured(precision: str):
@@ -108,7 +108,7 @@ def _llama_measured(precision: str):
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-    return meter.replays[1]
+    return meter.steps[1]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
