@@ -6,7 +6,8 @@ On CPU (fake-GPU mode) there is no device memory, so the worker measures it: `St
 live tensor bytes of its own steps on the real tensors, as a CUDA device would hold them
 (frenzy.train.live_bytes), and reports the largest step peak with source "measured-cpu". A step
 whose measured peak times the job's `emulate_peak_factor` (a test hook: > 1 makes a job need more
-than it measures, to force an OOM re-plan) exceeds the fake card raises a genuine
+than it measures, to force an OOM re-plan), plus the card's runtime overhead, exceeds the fake card
+raises a genuine
 `torch.OutOfMemoryError`, exactly as the CUDA allocator would. On CUDA the same factor becomes real
 memory (`hold_emulated_excess`), so the card's own allocator decides.
 
@@ -127,27 +128,26 @@ def limit_cuda_memory(cfg: WorkerConfig) -> None:
             torch.cuda.set_per_process_memory_fraction(cfg.gpu_memory_bytes / total)
 
 
-def check_fake_capacity(cfg: WorkerConfig, step: int, measured_peak_bytes: int | None = None,
-                        overhead_bytes: int = 0) -> None:
+def check_fake_capacity(cfg: WorkerConfig, step: int, measured_peak_bytes: int) -> None:
     """Raise torch.OutOfMemoryError where a card of `cfg.gpu_memory_bytes` would: when the step's
-    measured tensor peak times `emulate_peak_factor`, plus `overhead_bytes`, exceeds it. Fake-GPU
-    CPU workers only, from step 2 on (MARP's peak is that of the second step, optimizer state alive).
+    measured tensor peak times `emulate_peak_factor`, plus the card's runtime overhead, exceeds it.
+    Fake-GPU CPU workers only, from step 2 on (MARP's peak is that of the second step, optimizer
+    state alive).
 
-    `overhead_bytes` is what a real card holds beside the tensors, which a CPU cannot measure (CUDA
-    context, cuBLAS workspace, caching-allocator slack: MARP's device_bytes - allocated_bytes); 0
-    compares the tensors alone with the whole card. `measured_peak_bytes=None` is the call before
-    measurement existed (MARP's prediction x factor), kept only until worker.py passes
-    `StepMeter.peak()[0]`; delete it then."""
+    The runtime overhead (CUDA context, kernels, cuBLAS workspace: MARP's `runtime_overhead`) is what
+    a real card holds beside the tensors and a CPU cannot measure. The allocator's cached slack is
+    not added: on a failed cudaMalloc PyTorch frees its cache and retries before raising, so a card
+    runs out when tensors plus runtime do not fit (`required_bytes`, what decided the plan)."""
     if not cfg.fake_gpu or torch.cuda.is_available() or step < 2 or not cfg.gpu_memory_bytes:
         return
-    base = cfg.predicted_peak_bytes if measured_peak_bytes is None else measured_peak_bytes
-    peak = int(base * cfg.emulate_peak_factor) + overhead_bytes
-    if peak > cfg.gpu_memory_bytes:
+    overhead = cfg.runtime_overhead_bytes
+    need = int(measured_peak_bytes * cfg.emulate_peak_factor) + overhead
+    if need > cfg.gpu_memory_bytes:
         raise torch.OutOfMemoryError(
             f"CUDA out of memory (emulated on CPU by Frenzy's fake-GPU mode). The {cfg.gpu_type} has "
-            f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {peak / 2**30:.2f} GiB ({base} tensor "
-            f"bytes x emulate_peak_factor {cfg.emulate_peak_factor:g} + {overhead_bytes} overhead bytes; "
-            f"{PEAK_MARKER}{peak}).")
+            f"{cfg.gpu_memory_bytes / 2**30:.2f} GiB and this step needs {need / 2**30:.2f} GiB ({measured_peak_bytes} "
+            f"measured tensor bytes x emulate_peak_factor {cfg.emulate_peak_factor:g} + {overhead} runtime bytes; "
+            f"{PEAK_MARKER}{need}).")
 
 
 def hold_emulated_excess(cfg: WorkerConfig, step: int) -> torch.Tensor | None:
@@ -167,13 +167,6 @@ def with_peak(exc: torch.OutOfMemoryError) -> torch.OutOfMemoryError:
     if not torch.cuda.is_available() or requested is None or PEAK_MARKER in str(exc):
         return exc
     return torch.OutOfMemoryError(f"{exc} ({PEAK_MARKER}{torch.cuda.memory_allocated() + requested})")
-
-
-def peak_bytes(cfg: WorkerConfig) -> tuple[int, str]:
-    """Pre-measurement telemetry, kept only until worker.py reports `StepMeter.peak()`; delete it then."""
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_reserved()), "cuda"
-    return int(cfg.predicted_peak_bytes * cfg.emulate_peak_factor), "emulated"
 
 
 def peak_from_error(text: str) -> int | None:

@@ -23,8 +23,24 @@ def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.learning_rate, momentum=0.9)
     # adamw-8bit needs bitsandbytes on CUDA; on CPU and without it the fp32 AdamW runs instead.
-    return torch.optim.AdamW(groups, lr=cfg.learning_rate, fused=cfg.optimizer == "adamw-fused"
-                             and torch.cuda.is_available())
+    # foreach (one kernel over a list of tensors) is AdamW's default on CUDA and what MARP models;
+    # on CPU torch would loop per tensor, so a fake GPU asks for it explicitly to step like the card.
+    # Not under tensor parallelism: its DTensor projections beside plain replicated norms are a mix
+    # that foreach kernels refuse (on CUDA too).
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, **_kernels(cfg))
+
+
+def _kernels(cfg: WorkerConfig) -> dict:
+    fused = cfg.optimizer == "adamw-fused" and torch.cuda.is_available()
+    return {"fused": fused, "foreach": not fused and cfg.tp == 1}
+
+
+def suit_plan(optimizer: torch.optim.Optimizer, cfg: WorkerConfig) -> None:
+    """After resuming: a checkpoint's param groups carry the kernels of the plan that saved them, and a
+    re-planned attempt may be laid out differently (tensor parallel now, say)."""
+    if isinstance(optimizer, torch.optim.AdamW):
+        for group in optimizer.param_groups:
+            group.update(_kernels(cfg))
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, cfg: WorkerConfig, done_steps: int):
@@ -39,12 +55,21 @@ def make_schedule(optimizer: torch.optim.Optimizer, cfg: WorkerConfig, done_step
 
 
 def clip_gradients(model: nn.Module, cfg: WorkerConfig) -> float | None:
-    """Clip the global gradient norm (over every rank's shards: DTensor gradients reduce it); returns
-    the norm before clipping, or None when clipping is off."""
+    """Clip the global gradient norm over every rank's shards; returns the norm before clipping, or
+    None when clipping is off. Sharded (DTensor) gradients and plain ones (a tensor-parallel plan
+    leaves norms and embeddings replicated) are normed apart, as torch's norm ops refuse a mix."""
     if cfg.max_grad_norm is None:
         return None
+    from torch.distributed.tensor import DTensor
+
     params = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-    if hasattr(norm, "full_tensor"):
-        norm = norm.full_tensor()
-    return float(norm)
+    squares = torch.zeros((), dtype=torch.float64)
+    for sharded in (True, False):
+        grads = [p.grad for p in params if isinstance(p.grad, DTensor) == sharded]
+        if grads:
+            norm = torch.nn.utils.get_total_norm(grads, foreach=False)
+            norm = norm.full_tensor() if isinstance(norm, DTensor) else norm
+            squares += norm.double().cpu() ** 2
+    total = squares.sqrt()
+    torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, total.float(), foreach=False)
+    return float(total)

@@ -20,7 +20,7 @@ from frenzy.train.batches import Batches
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, WorkerConfig
 from frenzy.train.evaluate import validation_loss
 from frenzy.train.model import apply_tensor_parallel, build_model, compute_precision, device_mesh, wrap_data_parallel
-from frenzy.train.optimization import clip_gradients, make_optimizer, make_schedule
+from frenzy.train.optimization import clip_gradients, make_optimizer, make_schedule, suit_plan
 
 
 def prepare_data(cfg: WorkerConfig):
@@ -53,6 +53,7 @@ def train_loop(config: dict, report=None) -> None:
     optimizer = make_optimizer(model, cfg)
     cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     start = checkpoint.load(cfg.checkpoint_dir, model, optimizer)
+    suit_plan(optimizer, cfg)
     prepared = prepare_data(cfg)
     batches = Batches(cfg, model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"],
                       mesh["dp"].get_local_rank(), prepared)

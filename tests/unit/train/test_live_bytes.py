@@ -40,8 +40,7 @@ def _mlp_run(steps: int = 2, transient_bytes: int = 0):
     for step in range(1, steps + 1):
         with meter.measuring(step):
             if transient_bytes:
-                scratch = torch.empty(transient_bytes, dtype=torch.uint8)
-                del scratch
+                torch.empty(transient_bytes, dtype=torch.uint8)  # allocated and freed at once
             loss = model(x).pow(2).mean()
             loss.backward()
             del loss
@@ -142,8 +141,9 @@ def test_check_fake_capacity_raises_a_real_torch_oom_with_the_peak_marker():
     check_fake_capacity(cfg, 1, 600_000)  # step 1 is not MARP's step: never checked
     check_fake_capacity(_cfg(fake_gpu=False, gpu_memory_bytes=10**6, emulate_peak_factor=1.8), 2, 600_000)
     check_fake_capacity(_cfg(fake_gpu=True, gpu_memory_bytes=10**6), 2, 10**6)  # exactly full fits
-    with pytest.raises(torch.OutOfMemoryError, match=f"{PEAK_MARKER}1180000"):
-        check_fake_capacity(cfg, 2, 500_000, overhead_bytes=280_000)  # the tensors fit, not beside the context
+    with pytest.raises(torch.OutOfMemoryError, match=f"{PEAK_MARKER}1180000"):  # the tensors fit, not beside the context
+        check_fake_capacity(_cfg(fake_gpu=True, gpu_memory_bytes=10**6, emulate_peak_factor=1.8,
+                                 runtime_overhead_bytes=280_000), 2, 500_000)
 
 
 def _meter_rank(rank: int, world: int, port: int, out: str) -> None:
