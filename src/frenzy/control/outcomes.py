@@ -96,7 +96,7 @@ def apply_finished(store: JobStore, job: JobRecord, event: Finished, now: float,
             counters.oom_replans += 1
             peak = f", observed >= {fmt_gib(max(event.peak_bytes))}" if event.peak_bytes else ""
             line = (f"[frenzy] attempt {event.attempt} {what} ({plan}, predicted "
-                    f"{fmt_gib(store.attempt(job.id, event.attempt).predicted_device_bytes)}{peak}); "
+                    f"{fmt_gib(store.attempt(job.id, event.attempt).predicted_comparable_bytes)}{peak}); "
                     "re-planning with more headroom and resuming from the last checkpoint")
         else:
             counters.lost_replans += 1
