@@ -237,7 +237,7 @@ class ControlLoop:
             learning_rate=req.learning_rate, lora_rank=req.lora_rank, lora_targets=tuple(req.lora_targets),
             seq_len=req.seq_len, global_batch=req.global_batch, steps=spec.steps, dataset=req.dataset,
             dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
-            recompute=plan.recompute.name.lower(),
+            recompute=plan.recompute.name.lower(), mixed_precision=plan.mixed_precision.value,
             storage_path=str((self.settings.storage_root / job.id).expanduser()),
             checkpoint_every=self.settings.checkpoint_every, gpu_type=choice.gpu.name,
             gpu_memory_bytes=choice.gpu.memory_bytes, predicted_peak_bytes=choice.memory.device_bytes,
