@@ -109,6 +109,7 @@ def check_mixed_precision(training: TrainingConfig, plan: ParallelPlan) -> None:
 
 
 def supports_fsdp_param_dtype(training: TrainingConfig, plan: ParallelPlan) -> bool:
-    """Whether `plan` (its shape) could take MixedPrecisionMode.FSDP2_PARAM for these training settings."""
+    """Whether `plan` (its shape) could take MixedPrecisionMode.FSDP2_PARAM for these training settings
+    (the worker runs FSDP2 without pipeline stages, so the planner offers it at pp 1)."""
     return (training.precision is Precision.BF16_MIXED and training.method is not Method.QLORA
-            and plan.dp > 1 and plan.zero > ZeroStage.NONE)
+            and plan.dp > 1 and plan.zero > ZeroStage.NONE and plan.pp == 1)

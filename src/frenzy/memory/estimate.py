@@ -145,9 +145,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
 def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_states: tuple[int, ...],
                            activations: tuple[int, ...]) -> list[tuple[Phase, tuple[int, ...]]]:
     """The peak candidates of the fsdp2-param mode (frenzy.memory.fsdp_mixed): sharded fp32 states,
-    bf16 gathered parameters by phase, and in backward the unsharded bf16 gradients with their fp32
-    reduce-scatter input. A unit reshards its parameters before it reduces its gradients, after its
-    backward has freed its activations."""
+    bf16 gathered parameters by phase, and in backward the unsharded bf16 gradients with the fp32
+    reduce-scatter input of the unit reduced last, which FSDP2 keeps until the next reduce-scatter."""
     weights, grads, opt, opt_temp, early_grads = model_states
     saved, others, per_layer, recomputed, layer_temp, logits_fwd, logits_bwd = activations
     params = states.stage_params(job.model, job.training, plan, stage)
@@ -156,22 +155,33 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
     one = fsdp_mixed.gathered_layer_bytes(params)
     root = weights + fsdp_mixed.gathered_root_bytes(params)
     root_grads = 2 * fsdp_mixed.root_trainable(params, job.training)  # bf16, reduced when backward ends
-    layer_reduce = fsdp_mixed.reduce_bytes(fsdp_mixed.layer_trainable(params, job.training))
-    root_reduce = fsdp_mixed.reduce_bytes(fsdp_mixed.root_trainable(params, job.training))
-    return [
+    layer_t = fsdp_mixed.layer_trainable(params, job.training)
+    in_flight = fsdp_mixed.reduce_scatter_input_bytes(layer_t)
+    layer_grad = grads - fsdp_mixed.sharded_root_gradient_bytes(params, job.training, plan)
+    candidates = [
         # forward end: the last all-gather's flat buffer is still held
         (Phase.FORWARD, (root + (keep + 1) * one, early_grads, opt, saved, logits_fwd, 0)),
         (Phase.BACKWARD, (root + max(keep, 1) * one, early_grads, opt, saved, logits_bwd, 0)),
-        # entering the last layer: it and (ZeRO-3) the prefetched next one gathered, the root's gradients
-        (Phase.BACKWARD, (root + max(keep, 2) * one, early_grads, opt, saved + recomputed, 0,
-                          layer_temp + root_grads)),
-        # leaving the first layer, then its reduce-scatter (its parameters resharded, activations freed)
-        (Phase.BACKWARD, (root + one, grads, opt, others + per_layer + recomputed, 0, layer_temp + root_grads)),
-        (Phase.BACKWARD, (root, grads, opt, others, 0, root_grads + layer_reduce)),
-        # the root's own reduce-scatter when backward ends
-        (Phase.BACKWARD, (weights, grads, opt, others, 0, root_reduce)),
+        # backward through the embedding: the first layer's reduce-scatter input in flight, the root's
+        # bf16 gradients (a tied embedding's second one beside the head's)
+        (Phase.BACKWARD, (root, early_grads or layer_grad, opt, others, 0, in_flight + root_grads
+                          + fsdp_mixed.tied_embedding_gradient_bytes(job.model, job.training, plan, stage))),
+        # the root's own reduce-scatter when backward ends: its bf16 gradients and their fp32 copy (the
+        # root's parameters resharded and the first layer's reduce-scatter done first)
+        (Phase.BACKWARD, (weights, early_grads or layer_grad, opt, others, 0,
+                          fsdp_mixed.reduce_bytes(fsdp_mixed.root_trainable(params, job.training)))),
         (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
     ]
+    # inside layer i's backward (the peak is at the last, second-to-last, second or first layer):
+    # it is gathered, and the next one prefetched (ZeRO-3; ZeRO-1/2 hold layers 0..i since forward),
+    # the layers above hold sharded gradients and the last one's reduce-scatter input is in flight
+    for i in sorted({layers - 1, layers - 2, 1, 0} & set(range(layers))):
+        above = layers - 1 - i
+        gathered = (i + 1) * one if keep else (1 + (i > 0)) * one
+        sharded = early_grads or layer_grad * above // max(layers, 1)
+        candidates.append((Phase.BACKWARD, (root + gathered, sharded, opt, others + (i + 1) * per_layer + recomputed,
+                                            0, layer_temp + root_grads + (in_flight if above else 0))))
+    return candidates
 
 
 def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None) -> MemoryEstimate:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from frenzy.core.model import ModelArch
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Precision, TrainingConfig, ZeroStage
 from frenzy.memory.states import StageParams
@@ -64,6 +65,25 @@ def reduce_bytes(trainable: int) -> int:
     """A unit's backward leaves its bf16 unsharded gradients (2 B each) and the fp32 reduce-scatter
     input they are cast into (4 B each) alive together: reduce_dtype=fp32."""
     return 6 * trainable
+
+
+def reduce_scatter_input_bytes(trainable: int) -> int:
+    """The fp32 reduce-scatter input of a unit (4 B per unsharded trainable parameter), which FSDP2
+    holds (`reduce_scatter_state`) until the next unit's reduce-scatter."""
+    return 4 * trainable
+
+
+def sharded_root_gradient_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """The root unit's fp32 sharded gradients, 4 B x root / dp: allocated when backward ends."""
+    return 4 * root_trainable(params, training) // plan.dp
+
+
+def tied_embedding_gradient_bytes(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, stage: int) -> int:
+    """A tied embedding's backward produces a second full-size bf16 gradient (2 B x vocab x h / tp)
+    beside the head's, on the unsharded parameter, before autograd sums them."""
+    if stage != 0 or not arch.tie_word_embeddings or plan.pp > 1 or training.method is not Method.FULL:
+        return 0
+    return 2 * arch.vocab_size * arch.hidden_size // plan.tp
 
 
 def gathered_bytes(params: StageParams, plan: ParallelPlan, layers_running: int) -> int:

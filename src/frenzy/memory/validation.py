@@ -217,7 +217,8 @@ FSDP_MIXED_MODELS = ("meta-llama/Llama-3.2-1B", "openai-community/gpt2", "Qwen/Q
 
 def fsdp_mixed_cases(fast: bool = False) -> list[Case]:
     """The fsdp2-param mode traced under the real FSDP2 at dp 2 and 4 (memory.trace.fsdp): every
-    model x dp x ZeRO 1/2/3 x full/LoRA x no/full recomputation; `fast`: four of them."""
+    model x dp x ZeRO 1/2/3 x full/LoRA x no/full recomputation, and configurations whose peak lies
+    elsewhere than the loss; `fast`: four of them."""
     mode = dict(mixed="fsdp2-param")
     if fast:
         return [
@@ -227,10 +228,19 @@ def fsdp_mixed_cases(fast: bool = False) -> list[Case]:
             _case("meta-llama/Llama-3.2-1B", dp=4, zero=3, method="lora", targets=("all-linear",), mb=4, seq=1024,
                   **mode),
         ]
-    return [_case(model, dp=dp, zero=zero, method=method, recompute=recompute, mb=4,
-                  targets=("all-linear",) if method == "lora" else ("q", "v"), **mode)
-            for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 2, 3)
-            for method in ("full", "lora") for recompute in ("none", "full")]
+    lora = dict(targets=("all-linear",))
+    matrix = [_case(model, dp=dp, zero=zero, method=method, recompute=recompute, mb=4,
+                    **(lora if method == "lora" else {}), **mode)
+              for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 2, 3)
+              for method in ("full", "lora") for recompute in ("none", "full")]
+    # short sequences: the peak moves to the root's gradients (a tied embedding's two) and its reduce-scatter
+    matrix += [_case(model, dp=dp, zero=zero, mb=1, seq=128, **mode)
+               for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 3)]
+    # long sequences, a small vocabulary: the peak moves into a layer's backward
+    matrix += [_case(model, dp=2, zero=zero, method=method, mb=4, seq=1024, layers=4,
+                     overrides=(("vocab_size", 4000),), **(lora if method == "lora" else {}), **mode)
+               for model in FSDP_MIXED_MODELS for zero in (1, 3) for method in ("full", "lora")]
+    return matrix
 
 
 def _moe_cases() -> list[Case]:
