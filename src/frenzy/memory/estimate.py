@@ -161,6 +161,7 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
     candidates = [
         # forward end: the last all-gather's flat buffer is still held
         (Phase.FORWARD, (root + (keep + 1) * one, early_grads, opt, saved, logits_fwd, 0)),
+        # at the loss: the root re-gathered by its pre-backward hook, which prefetches the last layer
         (Phase.BACKWARD, (root + max(keep, 1) * one, early_grads, opt, saved, logits_bwd, 0)),
         # backward through the embedding: the first layer's reduce-scatter input in flight, the root's
         # bf16 gradients (a tied embedding's second one beside the head's)

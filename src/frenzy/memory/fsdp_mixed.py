@@ -4,16 +4,19 @@ reduce_dtype=fp32) over fp32 sharded masters (core.plan.MixedPrecisionMode.FSDP2
 Per rank (n_t trainable, n_f frozen parameters of the stage; L layers; the root unit is everything
 outside the decoder layers: embedding, final norm, LM head):
   weights      fp32 masters and the 16-bit frozen base, sharded: (4 n_t + 2 n_f) / dp (states.py)
-               + bf16 all-gathered parameters: the root unit (2 B x root, gathered from the root's
-               forward to the end of backward: FSDP2 never reshards the root after forward), under
-               ZeRO-1/2 every layer from its forward to its backward, under ZeRO-3 the layer that
-               runs; and the flat all-gather buffer of the last unshard (2 B x one layer), which
+               + bf16 all-gathered parameters: the root unit (2 B x root) through forward, and again
+               from the start of backward (the root's pre-backward all-gather, which prefetches the
+               last layer) to its end; under ZeRO-1/2 every layer from its forward to its backward,
+               under ZeRO-3 the layer that runs and, in backward, the prefetched next one; and at
+               forward end the flat all-gather buffer of the last unshard (2 B x one layer), which
                FSDP2 keeps (`all_gather_state`) until the next all-gather starts;
   gradients    fp32 sharded: 4 n_t / dp;
   optimizer    as ZeRO-1 (sharded at every stage);
   temporaries  in backward, the bf16 unsharded gradients of the unit being reduced (the root's,
-               LM head and embedding included, live until backward ends), and the fp32 reduce-scatter
-               input they are cast into (4 B per unsharded trainable parameter of one unit);
+               LM head and embedding included, live until backward ends; a tied embedding's second
+               one beside the head's), and the fp32 reduce-scatter input they are cast into (4 B per
+               unsharded trainable parameter of one unit), which FSDP2 holds until the next unit's
+               reduce-scatter; a unit reshards its parameters before it reduces;
   activations  no autocast: every op sees bf16 parameters, so the layers keep what pure bf16
                training keeps (16-bit residual stream, norms' normalised outputs in bf16, no
                per-matmul casts of an fp32 input). HF's RMSNorm upcasts to fp32 inside and casts
@@ -84,10 +87,3 @@ def tied_embedding_gradient_bytes(arch: ModelArch, training: TrainingConfig, pla
     if stage != 0 or not arch.tie_word_embeddings or plan.pp > 1 or training.method is not Method.FULL:
         return 0
     return 2 * arch.vocab_size * arch.hidden_size // plan.tp
-
-
-def gathered_bytes(params: StageParams, plan: ParallelPlan, layers_running: int) -> int:
-    """bf16 parameters gathered at a point of the step with `layers_running` layers unsharded under
-    ZeRO-3 (ZeRO-1/2 keep every layer gathered from its forward until its backward)."""
-    layers = params.layers if plan.zero < ZeroStage.PARAMETERS else layers_running
-    return gathered_root_bytes(params) + layers * gathered_layer_bytes(params)
