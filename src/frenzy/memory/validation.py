@@ -50,8 +50,9 @@ class Case:
         model = Path(self.model).stem if self.model.endswith(".json") else self.model
         sharded = f" dp{p.dp} zero{int(p.zero)}" if p.dp > 1 else ""
         mode = " fsdp2-param" if p.fsdp_param_dtype else ""
+        accum = f" ga{p.grad_accum}" if p.grad_accum > 1 else ""
         return (f"{model}{shrunk}{extra} {t.precision.value}{mode} {method} {t.attention.value} "
-                f"{p.recompute.name.lower()} mb{p.micro_batch} s{self.seq_len} tp{p.tp}{sharded}")
+                f"{p.recompute.name.lower()} mb{p.micro_batch}{accum} s{self.seq_len} tp{p.tp}{sharded}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
@@ -165,14 +166,14 @@ SMALL_PHIMOE = (("hidden_size", 512), ("intermediate_size", 512), ("num_attentio
 
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
-          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw", dp=1, zero=0, mixed="autocast"):
+          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw", dp=1, zero=0, mixed="autocast", accum=1):
     from frenzy.core.plan import MixedPrecisionMode
     from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute, ZeroStage
 
     training = TrainingConfig(precision=Precision(precision), method=Method(method), attention=Attention(attention),
                               lora_targets=targets, optimizer=Optimizer(optimizer))
     plan = ParallelPlan(micro_batch=mb, tp=tp, recompute=Recompute.parse(recompute), dp=dp, zero=ZeroStage(zero),
-                        mixed_precision=MixedPrecisionMode(mixed))
+                        mixed_precision=MixedPrecisionMode(mixed), grad_accum=accum)
     return Case(model=model, training=training, plan=plan, seq_len=seq, layers=layers, overrides=tuple(overrides))
 
 
@@ -236,6 +237,8 @@ def fsdp_mixed_cases(fast: bool = False) -> list[Case]:
     # short sequences: the peak moves to the root's gradients (a tied embedding's two) and its reduce-scatter
     matrix += [_case(model, dp=dp, zero=zero, mb=1, seq=128, **mode)
                for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 3)]
+    # gradient accumulation: the fp32 sharded gradients alive through the later micro-batches
+    matrix += [_case(model, dp=2, zero=zero, mb=2, accum=2, **mode) for model in FSDP_MIXED_MODELS for zero in (1, 3)]
     # long sequences, a small vocabulary: the peak moves into a layer's backward
     matrix += [_case(model, dp=2, zero=zero, method=method, mb=4, seq=1024, layers=4,
                      overrides=(("vocab_size", 4000),), **(lora if method == "lora" else {}), **mode)
