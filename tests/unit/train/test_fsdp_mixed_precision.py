@@ -73,3 +73,21 @@ def test_dp2_zero3_trains_in_the_mode(tmp_path):
         assert [x["step"] for x in r["reports"]] == list(range(1, 7))
         assert all(math.isfinite(x) and x > 0 for x in losses)
         assert min(losses[-2:]) < losses[0], losses
+
+
+def test_lora_adapters_compute_in_bf16_and_keep_fp32_sharded_gradients(tmp_path, fake_world):
+    from torch.distributed.tensor import DTensor
+
+    cfg = WorkerConfig(**base_config(tmp_path, **{**MODE, "zero": 1, "method": "lora"}))
+    device = torch.device("cpu")
+    model = wrap_data_parallel(build_model(cfg), cfg, device_mesh(cfg, "cpu"), device)
+    adapter = model.base_model.model.model.layers[0].self_attn.q_proj.lora_A["default"]
+    seen = []
+    adapter.register_forward_hook(lambda module, args, out: seen.append(module.weight.dtype))
+    ids = torch.randint(0, 512, (1, 16))
+    with compute_precision(cfg, device):
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    assert seen == [torch.bfloat16] and math.isfinite(loss.item())
+    grad = adapter.weight.grad
+    assert isinstance(grad, DTensor) and grad.dtype == torch.float32
