@@ -40,7 +40,8 @@ class ParallelPlan:
     """dp x tp x pp GPUs, the ZeRO stage of the data-parallel group, and the micro-batch per GPU.
 
     `grad_accum` micro-batches are accumulated per optimizer step, so the global batch is
-    micro_batch x grad_accum x dp.
+    micro_batch x grad_accum x dp. `mixed_precision` says how a *-mixed job computes in 16 bits
+    (MixedPrecisionMode: autocast, or FSDP2's bf16 parameter all-gather on FSDP2-sharded plans).
     """
 
     dp: int = 1
