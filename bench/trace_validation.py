@@ -2,6 +2,8 @@
 
 Targets: allocated peak within 3% of the trace on every configuration; each breakdown term
 within 5% (or 0.5% of the peak). Writes the table and the error distribution to docs/ACCURACY.md.
+`--fast`: the two-layer cases; `--fsdp-mixed`: the fsdp2-param mixed-precision mode traced under
+the real FSDP2 at dp 2 and 4 (its own section).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
 
-from frenzy.memory.validation import COMPARED_TERMS, compare, fast_cases, full_matrix  # noqa: E402
+from frenzy.memory.validation import COMPARED_TERMS, compare, fast_cases, fsdp_mixed_cases, full_matrix  # noqa: E402
 
 
 def main() -> None:
-    cases = fast_cases() if "--fast" in sys.argv else full_matrix()
+    flag = next((f for f in ("--fast", "--fsdp-mixed") if f in sys.argv), "")
+    cases = {"--fast": fast_cases, "--fsdp-mixed": fsdp_mixed_cases}.get(flag, full_matrix)()
     rows, errors, failures = [], [], []
     started = time.perf_counter()
     for case in cases:
@@ -39,7 +42,8 @@ def main() -> None:
     abs_err = [abs(e) for e in errors]
     ok = sum(1 for r in rows if r.endswith("ok |"))
     summary = (
-        f"## MARP against the fake-tensor trace\n\n{len(rows)} configurations traced "
+        f"## MARP against the fake-tensor trace{' (fsdp2-param mode, FSDP2 on a fake process group)' if flag == '--fsdp-mixed' else ''}"
+        f"\n\n{len(rows)} configurations traced "
         f"({len(failures)} failed to trace) in {time.perf_counter() - started:.0f} s. Allocated peak: median "
         f"abs error {statistics.median(abs_err):.2%}, worst {max(abs_err):.2%}; {ok}/{len(rows)} within targets "
         f"(peak ±3%, every term ±5% or ±0.5% of the peak; terms: {', '.join(COMPARED_TERMS)}).\n\n"
@@ -47,8 +51,8 @@ def main() -> None:
         "traced reserved | MARP reserved | trace s | |\n|---|---:|---:|---:|---|---|---:|---:|---:|---|\n"
         + "\n".join(rows) + ("\n\nTrace failures:\n\n| configuration | error |\n|---|---|\n" + "\n".join(failures)
                              if failures else ""))
-    write_section("trace-validation" + ("-fast" if "--fast" in sys.argv else ""), summary, doc="docs/ACCURACY.md",
-                  command="python bench/trace_validation.py" + (" --fast" if "--fast" in sys.argv else ""))
+    write_section("trace-validation" + flag[1:].replace("--", "-"), summary, doc="docs/ACCURACY.md",
+                  command="python bench/trace_validation.py" + (f" {flag}" if flag else ""))
 
 
 if __name__ == "__main__":

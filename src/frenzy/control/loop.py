@@ -245,7 +245,7 @@ class ControlLoop:
             export_every_checkpoint=req.export_every_checkpoint,
             request=req.to_json(), plan=_choice_json(choice, spec.model.family),
             dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
-            recompute=plan.recompute.name.lower(),
+            recompute=plan.recompute.name.lower(), mixed_precision=plan.mixed_precision.value,
             storage_path=str((self.settings.storage_root / job.id).expanduser()),
             checkpoint_every=self.settings.checkpoint_every, gpu_type=choice.gpu.name,
             gpu_memory_bytes=choice.gpu.memory_bytes, predicted_peak_bytes=choice.memory.device_bytes,

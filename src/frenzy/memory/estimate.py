@@ -19,10 +19,10 @@ from functools import lru_cache
 
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
-from frenzy.core.plan import ParallelPlan
+from frenzy.core.plan import ParallelPlan, check_mixed_precision
 from frenzy.core.training import Method, Recompute
 from frenzy.memory import activations as act
-from frenzy.memory import states
+from frenzy.memory import fsdp_mixed, states
 from frenzy.memory.overhead import allocator_overhead_bytes, runtime_overhead_bytes
 from frenzy.memory.result import MemoryEstimate, Phase
 
@@ -31,10 +31,10 @@ _PARTS = ("weights", "gradients", "optimizer_state", "activations", "logits_loss
 
 
 @lru_cache(maxsize=16384)  # plan enumeration revisits the same model-state shapes many times
-def _model_states(job: JobSpec, tp: int, pp: int, stage: int, dp: int, zero) -> tuple[int, ...]:
+def _model_states(job: JobSpec, tp: int, pp: int, stage: int, dp: int, zero, mixed) -> tuple[int, ...]:
     """(weights incl. FSDP buffers, autocast copies, gradients, optimizer state, DDP/ZeRO buckets,
     optimizer-step temporaries, layers on the stage) of one rank."""
-    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero)
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, mixed_precision=mixed)
     arch, training = job.model, job.training
     params = states.stage_params(arch, training, plan, stage)
     return (states.weight_bytes(params, training, plan) + states.fsdp_unsharded_bytes(arch, params, training, plan),
@@ -91,9 +91,10 @@ def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, laye
 
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
     """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
-    arch, training = job.model, job.training
+    arch = job.model
+    training = fsdp_mixed.compute_training(job.training, plan)  # what activations follow
     weights, casts, grads, opt, buckets, opt_temp, layers = _model_states(
-        job, plan.tp, plan.pp, stage, plan.dp, plan.zero)
+        job, plan.tp, plan.pp, stage, plan.dp, plan.zero, plan.mixed_precision)
     last = stage == plan.pp - 1
     tokens = plan.micro_batch * job.seq_len
     inflight = plan.pp - stage  # 1F1B: stage i holds pp - i micro-batches' activations
@@ -118,6 +119,9 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     if last:
         logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
         head_grad = _head_gradient_bytes(job, plan)
+    if plan.fsdp_param_dtype:
+        return _fsdp_param_candidates(job, plan, stage, (weights, grads, opt, opt_temp, early_grads), (
+            saved, others, per_layer, recomputed, layer_temp, logits_fwd, logits_bwd))
     # QLoRA's dequantised 16-bit copy of one projection lives beside the weights while a layer runs;
     # at the loss (forward end, backward start) only the LM head, which is not quantised, is running.
     casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
@@ -138,8 +142,52 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     ]
 
 
+def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_states: tuple[int, ...],
+                           activations: tuple[int, ...]) -> list[tuple[Phase, tuple[int, ...]]]:
+    """The peak candidates of the fsdp2-param mode (frenzy.memory.fsdp_mixed): sharded fp32 states,
+    bf16 gathered parameters by phase, and in backward the unsharded bf16 gradients with the fp32
+    reduce-scatter input of the unit reduced last, which FSDP2 keeps until the next reduce-scatter."""
+    weights, grads, opt, opt_temp, early_grads = model_states
+    saved, others, per_layer, recomputed, layer_temp, logits_fwd, logits_bwd = activations
+    params = states.stage_params(job.model, job.training, plan, stage)
+    layers = params.layers
+    keep = layers if plan.zero < states.ZeroStage.PARAMETERS else 0  # ZeRO-1/2: gathered until backward
+    one = fsdp_mixed.gathered_layer_bytes(params)
+    root = weights + fsdp_mixed.gathered_root_bytes(params)
+    root_grads = 2 * fsdp_mixed.root_trainable(params, job.training)  # bf16, reduced when backward ends
+    layer_t = fsdp_mixed.layer_trainable(params, job.training)
+    in_flight = fsdp_mixed.reduce_scatter_input_bytes(layer_t)
+    layer_grad = grads - fsdp_mixed.sharded_root_gradient_bytes(params, job.training, plan)
+    candidates = [
+        # forward end: the last all-gather's flat buffer is still held
+        (Phase.FORWARD, (root + (keep + 1) * one, early_grads, opt, saved, logits_fwd, 0)),
+        # at the loss: the root re-gathered by its pre-backward hook, which prefetches the last layer
+        (Phase.BACKWARD, (root + max(keep, 1) * one, early_grads, opt, saved, logits_bwd, 0)),
+        # backward through the embedding: the first layer's reduce-scatter input in flight, the root's
+        # bf16 gradients (a tied embedding's second one beside the head's)
+        (Phase.BACKWARD, (root, early_grads or layer_grad, opt, others, 0, in_flight + root_grads
+                          + fsdp_mixed.tied_embedding_gradient_bytes(job.model, job.training, plan, stage))),
+        # the root's own reduce-scatter when backward ends: its bf16 gradients and their fp32 copy (the
+        # root's parameters resharded and the first layer's reduce-scatter done first)
+        (Phase.BACKWARD, (weights, early_grads or layer_grad, opt, others, 0,
+                          fsdp_mixed.reduce_bytes(fsdp_mixed.root_trainable(params, job.training)))),
+        (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
+    ]
+    # inside layer i's backward (the peak is at the last, second-to-last, second or first layer):
+    # it is gathered, and the next one prefetched (ZeRO-3; ZeRO-1/2 hold layers 0..i since forward),
+    # the layers above hold sharded gradients and the last one's reduce-scatter input is in flight
+    for i in sorted({layers - 1, layers - 2, 1, 0} & set(range(layers))):
+        above = layers - 1 - i
+        gathered = (i + 1) * one if keep else (1 + (i > 0)) * one
+        sharded = early_grads or layer_grad * above // max(layers, 1)
+        candidates.append((Phase.BACKWARD, (root + gathered, sharded, opt, others + (i + 1) * per_layer + recomputed,
+                                            0, layer_temp + root_grads + (in_flight if above else 0))))
+    return candidates
+
+
 def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None) -> MemoryEstimate:
     """Per-GPU peak memory of `job` under `plan` (the busiest rank across pipeline stages)."""
+    check_mixed_precision(job.training, plan)
     stages = {0, plan.pp - 1}
     phase, parts = max((c for s in stages for c in _stage_candidates(job, plan, s)), key=lambda c: sum(c[1]))
     allocated = sum(parts)

@@ -9,14 +9,14 @@ scheduler's priority order and comes from a replaceable ranking function.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.model import ModelArch
-from frenzy.core.plan import ParallelPlan
+from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_param_dtype
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
 from frenzy.memory.estimate import estimate
@@ -58,6 +58,7 @@ class PlanChoice:
             "dp": p.dp, "tp": p.tp, "pp": p.pp, "zero": int(p.zero),
             "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
             "recompute": p.recompute.name.lower(), "sequence_parallel": p.sequence_parallel,
+            "mixed_precision": p.mixed_precision.value,
             "memory": self.memory.to_json(),
             "headroom_bytes": self.headroom_bytes,
         }
@@ -154,7 +155,21 @@ def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recomp
 def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
     per_rank = shape.micro_batch * shape.grad_accum
     return ParallelPlan(dp=shape.dp, tp=shape.tp, pp=shape.pp, zero=shape.zero, recompute=shape.recompute,
-                        sequence_parallel=shape.sequence_parallel, micro_batch=micro, grad_accum=per_rank // micro)
+                        sequence_parallel=shape.sequence_parallel, micro_batch=micro, grad_accum=per_rank // micro,
+                        mixed_precision=shape.mixed_precision)
+
+
+def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPlan, MemoryEstimate]:
+    """`plan` in the mixed-precision mode that needs less memory, with its estimate. A bf16-mixed job
+    on an FSDP2-sharded plan can run autocast or FSDP2's MixedPrecisionPolicy (fsdp2-param); one
+    variant per plan is kept, the one with the lower required bytes (autocast on a tie), so the
+    plan space does not double and the ranking compares plans, not precision modes."""
+    memory = estimate(job, plan)
+    if not supports_fsdp_param_dtype(job.training, plan):
+        return plan, memory
+    variant = replace(plan, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
+    other = estimate(job, variant)
+    return (variant, other) if other.required_bytes < memory.required_bytes else (plan, memory)
 
 
 def usable_bytes(gpu: GpuType, margin: float) -> int:
@@ -189,19 +204,19 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         for shape, micro in _shapes(job, count, widest, recompute, zero, max_pp, sequence_parallel):
             split = (shape.tp, shape.pp)
             # The smallest micro-batch first: if it fits no open type, the shape is out (one estimate).
-            memory = {micro[-1]: estimate(job, _with_micro_batch(shape, micro[-1]))}
+            chosen = {micro[-1]: leaner_precision_mode(job, _with_micro_batch(shape, micro[-1]))}
             remaining = [g for g in open_types if g.gpus_per_node >= shape.tp
-                         and memory[micro[-1]].required_bytes <= capacity[g.name]]
+                         and chosen[micro[-1]][1].required_bytes <= capacity[g.name]]
             for mb in micro:  # largest first: each type keeps the largest micro-batch that fits it
                 remaining = [g for g in remaining if best_micro.get((g.name, split), 0) < mb]
                 if not remaining:
                     break
-                plan = _with_micro_batch(shape, mb)
-                if mb not in memory:
-                    memory[mb] = estimate(job, plan)
+                if mb not in chosen:
+                    chosen[mb] = leaner_precision_mode(job, _with_micro_batch(shape, mb))
+                plan, memory = chosen[mb]
                 for gpu in remaining:
-                    if memory[mb].required_bytes <= capacity[gpu.name]:
-                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory[mb],
+                    if memory.required_bytes <= capacity[gpu.name]:
+                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory,
                                                           usable_bytes=capacity[gpu.name]))
                         settled.setdefault(gpu.name, count)
                         best_micro[(gpu.name, split)] = mb
@@ -214,8 +229,7 @@ def smallest_requirement(job: JobSpec, *, max_gpus: int = DEFAULT_MAX_GPUS) -> t
     best = None
     for count in _powers_of_two(max_gpus):
         for shape, micro in _shapes(job, count, 8, [Recompute.FULL], list(ZeroStage)):
-            plan = _with_micro_batch(shape, micro[-1])
-            memory = estimate(job, plan)
+            plan, memory = leaner_precision_mode(job, _with_micro_batch(shape, micro[-1]))
             if best is None or memory.required_bytes < best[1].required_bytes:
                 best = (plan, memory)
     if best is None:

@@ -33,6 +33,7 @@ class StageParams:
     layers: int
     matmul: int = 0  # parameters that feed matmuls (projections and the LM head): autocast casts them
     buffers: int = 0  # bytes of non-parameter buffers (replicated, never sharded)
+    root: int = 0  # parameters outside the decoder layers (embedding, final norm, head): FSDP2's root unit
 
     @property
     def total(self) -> int:
@@ -84,11 +85,12 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
         dense += experts_per_layer * (layers - dense_layers)
     matmul = dense + (head if last else 0)
     buffers = arch.buffer_bytes_per_layer * layers
+    root = other - arch.layer_extra_params() * layers - arch.irregular_other_params * layers // arch.num_layers // tp
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
                       max(lin.sharded_params(tp) for lin in arch.linears))
         return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
-                           largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers)
+                           largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers, root=root)
     # transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear modules: peft adapts
     # none of them and bitsandbytes (QLoRA) leaves them 16-bit, like the other frozen non-projections.
     experts = experts_per_layer * layers  # a dense layer's absent experts are in irregular_other_params
@@ -98,7 +100,7 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     lora += _dense_layer_lora_delta(arch, training, tp) * dense_layers
     largest = max((lora_params(lin, training.lora_rank, tp) for lin in adapters), default=0)
     return StageParams(frozen_linear=linear - experts, frozen_other=other + experts, trainable=lora,
-                       largest_tensor=largest, layers=layers, matmul=matmul + lora, buffers=buffers)
+                       largest_tensor=largest, layers=layers, matmul=matmul + lora, buffers=buffers, root=root)
 
 
 def _dense_layer_lora_delta(arch: ModelArch, training: TrainingConfig, tp: int) -> int:
@@ -118,8 +120,10 @@ def head_matmul_params(arch: ModelArch, tp: int) -> int:
 
 
 def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
-    """How many data-parallel ranks share a state that ZeRO stage `stage` shards."""
-    return plan.dp if plan.zero >= stage else 1
+    """How many data-parallel ranks share a state that ZeRO stage `stage` shards. In the fsdp2-param
+    mode FSDP2 shards parameters, gradients and optimizer state at every ZeRO stage (1/2 differ
+    from 3 only in keeping the bf16 parameters gathered from forward to backward)."""
+    return plan.dp if plan.zero >= stage or (plan.fsdp_param_dtype and plan.zero) else 1
 
 
 def weight_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
@@ -180,7 +184,7 @@ def autocast_weight_copy_bytes(params: StageParams, training: TrainingConfig, pl
     from its forward use to its backward. Embedding lookups and norms are not cast. A LoRA/QLoRA
     base is stored 16-bit (or NF4) already, so only the fp32 adapters are cast; ZeRO-3's unsharded
     buffers are 16-bit too."""
-    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS:
+    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS or plan.fsdp_param_dtype:
         return 0
     if training.method is not Method.FULL:
         return 2 * params.trainable  # the frozen base is stored 16-bit already; only adapters are cast
@@ -192,7 +196,7 @@ def autocast_head_copy_bytes(arch: ModelArch, training: TrainingConfig, plan: Pa
     autocast casts the head weight (the tied embedding's, when tied) to 16 bits for its matmul."""
     if not last or training.method is not Method.FULL:
         return 0
-    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS:
+    if not training.precision.is_mixed or plan.zero >= ZeroStage.PARAMETERS or plan.fsdp_param_dtype:
         return 0
     return 2 * head_matmul_params(arch, plan.tp)
 
@@ -200,8 +204,8 @@ def autocast_head_copy_bytes(arch: ModelArch, training: TrainingConfig, plan: Pa
 def fsdp_unsharded_bytes(arch: ModelArch, params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
     """ZeRO-3 / FSDP full-shard all-gathers one layer at a time and prefetches the next: two layers'
     unsharded parameters in the compute dtype (FSDP2 MixedPrecisionPolicy(param_dtype=bf16))."""
-    if plan.zero < ZeroStage.PARAMETERS or params.layers == 0:
-        return 0
+    if plan.zero < ZeroStage.PARAMETERS or params.layers == 0 or plan.fsdp_param_dtype:
+        return 0  # the fsdp2-param mode: frenzy.memory.fsdp_mixed
     per_layer = (params.total - arch.embedding_params() // plan.tp) // max(params.layers, 1)
     return 2 * per_layer * training.precision.compute_bytes
 
@@ -211,6 +215,6 @@ def ddp_bucket_bytes(params: StageParams, training: TrainingConfig, plan: Parall
     `gradient_as_bucket_view=True`; Frenzy's worker sets it, so buckets cost nothing extra. ZeRO-1/2
     reduce-scatter through one bucket (DeepSpeed default reduce_bucket_size 5e8 elements), capped by
     the gradients themselves."""
-    if plan.dp == 1 or plan.zero in (ZeroStage.NONE, ZeroStage.PARAMETERS):
+    if plan.dp == 1 or plan.zero in (ZeroStage.NONE, ZeroStage.PARAMETERS) or plan.fsdp_param_dtype:
         return 0
     return min(params.trainable, 500_000_000) * training.precision.param_bytes

@@ -48,8 +48,11 @@ class Case:
         extra = "".join(f" {k}={v}" for k, v in self.overrides)
         method = t.method.value + (f"-r{t.lora_rank}" if t.method.value != "full" else "")
         model = Path(self.model).stem if self.model.endswith(".json") else self.model
-        return (f"{model}{shrunk}{extra} {t.precision.value} {method} {t.attention.value} "
-                f"{p.recompute.name.lower()} mb{p.micro_batch} s{self.seq_len} tp{p.tp}")
+        sharded = f" dp{p.dp} zero{int(p.zero)}" if p.dp > 1 else ""
+        mode = " fsdp2-param" if p.fsdp_param_dtype else ""
+        accum = f" ga{p.grad_accum}" if p.grad_accum > 1 else ""
+        return (f"{model}{shrunk}{extra} {t.precision.value}{mode} {method} {t.attention.value} "
+                f"{p.recompute.name.lower()} mb{p.micro_batch}{accum} s{self.seq_len} tp{p.tp}{sharded}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
@@ -163,12 +166,14 @@ SMALL_PHIMOE = (("hidden_size", 512), ("intermediate_size", 512), ("num_attentio
 
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
-          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw"):
-    from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute
+          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw", dp=1, zero=0, mixed="autocast", accum=1):
+    from frenzy.core.plan import MixedPrecisionMode
+    from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute, ZeroStage
 
     training = TrainingConfig(precision=Precision(precision), method=Method(method), attention=Attention(attention),
                               lora_targets=targets, optimizer=Optimizer(optimizer))
-    plan = ParallelPlan(micro_batch=mb, tp=tp, recompute=Recompute.parse(recompute))
+    plan = ParallelPlan(micro_batch=mb, tp=tp, recompute=Recompute.parse(recompute), dp=dp, zero=ZeroStage(zero),
+                        mixed_precision=MixedPrecisionMode(mixed), grad_accum=accum)
     return Case(model=model, training=training, plan=plan, seq_len=seq, layers=layers, overrides=tuple(overrides))
 
 
@@ -203,7 +208,42 @@ def fast_cases() -> list[Case]:
         *_dense_family_cases(),
         *_deepseek_cases(),
         *_oss_llama4_cases(),
+        *fsdp_mixed_cases(fast=True),
     ]
+
+
+# Families of the fsdp2-param mode's validation: RMSNorm (Llama, Qwen2 with q/k/v biases) and LayerNorm (GPT-2).
+FSDP_MIXED_MODELS = ("meta-llama/Llama-3.2-1B", "openai-community/gpt2", "Qwen/Qwen2.5-0.5B")
+
+
+def fsdp_mixed_cases(fast: bool = False) -> list[Case]:
+    """The fsdp2-param mode traced under the real FSDP2 at dp 2 and 4 (memory.trace.fsdp): every
+    model x dp x ZeRO 1/2/3 x full/LoRA x no/full recomputation, and configurations whose peak lies
+    elsewhere than the loss; `fast`: four of them."""
+    mode = dict(mixed="fsdp2-param")
+    if fast:
+        return [
+            _case("meta-llama/Llama-3.2-1B", dp=2, zero=3, **mode),
+            _case("openai-community/gpt2", dp=4, zero=1, mb=4, **mode),
+            _case("Qwen/Qwen2.5-0.5B", dp=2, zero=2, method="lora", recompute="full", mb=4, **mode),
+            _case("meta-llama/Llama-3.2-1B", dp=4, zero=3, method="lora", targets=("all-linear",), mb=4, seq=1024,
+                  **mode),
+        ]
+    lora = dict(targets=("all-linear",))
+    matrix = [_case(model, dp=dp, zero=zero, method=method, recompute=recompute, mb=4,
+                    **(lora if method == "lora" else {}), **mode)
+              for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 2, 3)
+              for method in ("full", "lora") for recompute in ("none", "full")]
+    # short sequences: the peak moves to the root's gradients (a tied embedding's two) and its reduce-scatter
+    matrix += [_case(model, dp=dp, zero=zero, mb=1, seq=128, **mode)
+               for model in FSDP_MIXED_MODELS for dp in (2, 4) for zero in (1, 3)]
+    # gradient accumulation: the fp32 sharded gradients alive through the later micro-batches
+    matrix += [_case(model, dp=2, zero=zero, mb=2, accum=2, **mode) for model in FSDP_MIXED_MODELS for zero in (1, 3)]
+    # long sequences, a small vocabulary: the peak moves into a layer's backward
+    matrix += [_case(model, dp=2, zero=zero, method=method, mb=4, seq=1024, layers=4,
+                     overrides=(("vocab_size", 4000),), **(lora if method == "lora" else {}), **mode)
+               for model in FSDP_MIXED_MODELS for zero in (1, 3) for method in ("full", "lora")]
+    return matrix
 
 
 def _moe_cases() -> list[Case]:

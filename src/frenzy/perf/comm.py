@@ -75,6 +75,21 @@ def parameter_gather_seconds_per_micro_batch(param_bytes: float, dp: int, recomp
     return gathers * ring_gather_or_scatter_seconds(param_bytes, dp, bandwidth_bytes_s)
 
 
+def fsdp_param_dtype_seconds_per_micro_batch(params: int, trainable: int, dp: int, zero: int, recompute: Recompute,
+                                             bandwidth_bytes_s: float) -> float:
+    """FSDP2 with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), per micro-batch: every
+    parameter (a frozen base too) all-gathered in bf16, 2 B each, before forward, and under ZeRO-3
+    again before backward (and for a recomputed forward); ZeRO-1/2 keep the forward's gather for
+    backward. Gradients are reduce-scattered in fp32, 4 B each, after every micro-batch's backward.
+    Against autocast's ZeRO-3 this halves nothing (autocast's plans are priced with gathers in the
+    compute dtype already) but doubles the reduce-scatter bytes; against ZeRO-1/2 it adds the gathers."""
+    if zero >= 3:
+        gathers = parameter_gather_seconds_per_micro_batch(2 * params, dp, recompute, bandwidth_bytes_s)
+    else:
+        gathers = ring_gather_or_scatter_seconds(2 * params, dp, bandwidth_bytes_s)
+    return gathers + ring_gather_or_scatter_seconds(4 * trainable, dp, bandwidth_bytes_s)
+
+
 def exposed_seconds(comm_s: float, overlappable_compute_s: float) -> float:
     """Communication left on the critical path after hiding DP_OVERLAP_FRACTION of the compute."""
     return max(0.0, comm_s - DP_OVERLAP_FRACTION * overlappable_compute_s)

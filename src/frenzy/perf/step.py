@@ -109,7 +109,11 @@ def _step_time(arch, training, seq_len: int, plan: ParallelPlan, gpu: GpuType, n
     grad_bytes = params.trainable * (cbytes if plan.zero >= 2 else precision.param_bytes)
     sync, every_micro = comm.gradient_sync_seconds(grad_bytes, plan.dp, int(plan.zero), cross_bw)
     backward = comm.BACKWARD_SHARE_OF_COMPUTE * compute
-    if plan.zero >= 3:
+    if plan.fsdp_param_dtype:
+        traffic = comm.fsdp_param_dtype_seconds_per_micro_batch(params.total, params.trainable, plan.dp,
+                                                                int(plan.zero), plan.recompute, cross_bw)
+        dp = plan.grad_accum * comm.exposed_seconds(traffic, compute)
+    elif plan.zero >= 3:
         gathers = comm.parameter_gather_seconds_per_micro_batch(params.trainable * cbytes, plan.dp,
                                                                 plan.recompute, cross_bw)
         dp = plan.grad_accum * comm.exposed_seconds(sync + gathers, compute)

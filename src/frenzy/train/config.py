@@ -54,6 +54,7 @@ class WorkerConfig:
     micro_batch: int = 1
     grad_accum: int = 1
     recompute: str = "none"
+    mixed_precision: str = "autocast"  # core.plan.MixedPrecisionMode: "autocast" or "fsdp2-param"
     # where checkpoints go (shared by all attempts, so a re-planned job resumes)
     storage_path: str = ""
     checkpoint_every: int = 5

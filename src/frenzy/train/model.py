@@ -90,9 +90,19 @@ def _decoder_layers(model: nn.Module) -> list[nn.Module]:
     raise ValueError(f"cannot find the decoder layers of {type(model).__name__}")
 
 
+def fsdp_param_dtype(cfg: WorkerConfig) -> bool:
+    """Whether the plan runs FSDP2's MixedPrecisionPolicy (MixedPrecisionMode.FSDP2_PARAM): bf16
+    all-gathered parameters over fp32 sharded masters, no autocast."""
+    from frenzy.core.plan import MixedPrecisionMode
+
+    return MixedPrecisionMode.parse(cfg.mixed_precision) is MixedPrecisionMode.FSDP2_PARAM
+
+
 def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, device: torch.device) -> nn.Module:
     """ZeRO 0 -> DDP; ZeRO 1/2 -> FSDP2 keeping parameters gathered after forward; ZeRO 3 ->
-    FSDP2 resharding after forward. With tensor parallelism the dp shards are 2-D (FSDP2 + TP)."""
+    FSDP2 resharding after forward. With tensor parallelism the dp shards are 2-D (FSDP2 + TP).
+    In the fsdp2-param mode every FSDP2 unit all-gathers its parameters in bf16 and reduce-scatters
+    fp32 gradients (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))."""
     if cfg.dp == 1:
         return model
     if cfg.zero == 0 and cfg.tp == 1:
@@ -100,12 +110,16 @@ def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, de
 
         return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                        process_group=mesh["dp"].get_group())
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    if fsdp_param_dtype(cfg) and (cfg.precision != "bf16-mixed" or cfg.zero == 0):
+        raise ValueError(f"the fsdp2-param mode needs bf16-mixed with ZeRO >= 1, not {cfg.precision} zero {cfg.zero}")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if fsdp_param_dtype(cfg) else MixedPrecisionPolicy()
     reshard = cfg.zero >= 3
     for layer in _decoder_layers(model):
-        fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh["dp"], reshard_after_forward=reshard)
+        fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
     return model
 
 
@@ -119,7 +133,10 @@ def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer
 
 
 def compute_precision(cfg: WorkerConfig, device: torch.device):
-    """The context a forward runs in: autocast for the *-mixed precisions over fp32 weights."""
+    """The context a forward runs in: autocast for the *-mixed precisions over fp32 weights; none in
+    the fsdp2-param mode, where FSDP2 hands the forward bf16 parameters."""
+    if fsdp_param_dtype(cfg) and cfg.dp > 1:
+        return contextlib.nullcontext()
     if cfg.precision == "bf16-mixed":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     if cfg.precision == "fp16-mixed" and device.type == "cuda":

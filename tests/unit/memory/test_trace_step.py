@@ -221,3 +221,26 @@ def test_trace_is_deterministic(llama):
     assert first.estimate == second.estimate
     assert first.peak_by_phase == second.peak_by_phase
     assert first.activation_bytes_per_layer == second.activation_bytes_per_layer
+
+
+def test_fsdp2_param_mode_traces_the_rank_shards_and_bf16_gathers(llama):
+    """FSDP2 at world size 2 on a fake process group: the recorder counts each parameter's fp32
+    local shard (half of it); after the last layer's forward the bf16 root unit (tied embedding,
+    final norm) is gathered beside the last layer's bf16 flat all-gather buffer, and resharded
+    before backward; gradients end as fp32 shards."""
+    from frenzy.core.plan import MixedPrecisionMode
+    from frenzy.core.training import ZeroStage
+
+    real = _real_model(llama)
+    shards = sum(r512(p.numel() * 4 // 2) for p in real.parameters())
+    buffers = sum(r512(b.numel() * b.element_size()) for b in real.buffers())
+    layer = sum(p.numel() for p in real.model.layers[0].parameters())
+    root = sum(p.numel() for p in real.parameters()) - LAYERS * layer
+    plan = ParallelPlan(dp=2, zero=ZeroStage.PARAMETERS, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
+    recording = record_steps(llama, TrainingConfig(precision=Precision.BF16_MIXED), plan, SEQ)
+    marks = replay(recording.log, measured_step=1).at_marks
+    assert marks["step1.forward"]["weights"] == shards + buffers
+    gathered = marks[f"layer_post.{LAYERS - 1}"]["weights"] - marks["step1.forward"]["weights"]
+    assert gathered == pytest.approx(2 * root + 2 * layer, rel=0.01)
+    assert marks["step1.backward"]["weights"] == shards + buffers
+    assert marks["step1.optimizer"]["gradients"] == pytest.approx(4 * (root + LAYERS * layer) / 2, rel=0.01)

@@ -75,6 +75,8 @@ class AllocationRecorder(TorchDispatchMode):
         self.measured_step = 1  # the step whose forward is marked (step.run_steps sets it)
         self.recompute_depth = 0  # > 0 while a checkpointed layer re-runs its forward in backward
         self._live: dict[int, int] = {}  # storage key -> allocation id
+        self._released: set[int] = set()  # allocations freed by resizing their storage to 0 (FSDP2)
+        self.role_override: str | None = None  # a role for every allocation made meanwhile (FSDP2 all-gathers)
         self._active = True
 
     # ---- labelling API for the step loop ---------------------------------------------------------
@@ -83,6 +85,22 @@ class AllocationRecorder(TorchDispatchMode):
         """Count a storage that exists before recording starts (parameters, buffers, inputs)."""
         if tensor.untyped_storage().nbytes() and _key(tensor) not in self._live:
             self._allocate(tensor, role)
+
+    def resized(self, storage: torch.UntypedStorage, before: int) -> None:
+        """A storage resized in place: FSDP2 frees its unsharded parameters with `resize_(0)` and
+        brings them back with `resize_(n)` on the same storage, which the allocator sees as a free
+        and a new block."""
+        if not self._active:
+            return
+        key, after = storage._cdata, storage.nbytes()
+        if before and not after and key in self._live:
+            alloc = self._live.pop(key)
+            self._released.add(alloc)
+            self.log.events.append(-(alloc + 1))
+        elif after and not before and key not in self._live:
+            role = self.role_override or (ACTIVATIONS if self.phase is Phase.FORWARD or self.recompute_depth
+                                          else TEMPORARIES)
+            self._allocate_storage(storage, role, "resize_")
 
     def mark(self, tensor: torch.Tensor | None, role: str) -> None:
         """Give a live storage its final role (a stolen gradient buffer, optimizer state)."""
@@ -115,23 +133,29 @@ class AllocationRecorder(TorchDispatchMode):
             return out
         input_keys = None
         for tensor in tree_leaves(out):
+            # an op on FSDP2's DTensors reaches this mode before the DTensor's own dispatch: what it
+            # allocates is the local tensor (the rank's shard)
+            tensor = getattr(tensor, "_local_tensor", tensor)
             if not isinstance(tensor, torch.Tensor) or tensor.layout is not torch.strided:
                 continue
             key = _key(tensor)
             if key in self._live or not tensor.untyped_storage().nbytes():
                 continue
             if input_keys is None:
-                input_keys = {_key(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+                input_keys = {_key(getattr(t, "_local_tensor", t)) for t in tree_leaves((args, kwargs))
+                              if isinstance(t, torch.Tensor)}
             if key in input_keys:
                 continue  # a view of a storage created before recording (not ours to count)
             self._allocate(tensor, self._role_of(func, tensor, args), func)
             if func is _SUM and self.phase is Phase.BACKWARD and not self.recompute_depth:
-                operands = tuple(self._live[_key(t)] for t in args if isinstance(t, torch.Tensor)
-                                 and _key(t) in self._live)
+                locals_ = [getattr(t, "_local_tensor", t) for t in args if isinstance(t, torch.Tensor)]
+                operands = tuple(self._live[_key(t)] for t in locals_ if _key(t) in self._live)
                 self.log.accumulations[len(self.log.sizes) - 1] = operands
         return out
 
     def _role_of(self, func, tensor: torch.Tensor, args) -> str:
+        if self.role_override:
+            return self.role_override
         if func in _CASTS and isinstance(args[0], torch.Tensor):
             source = self._live.get(_key(args[0]))
             if source is not None and self.log.roles[source] == WEIGHTS:
@@ -143,9 +167,12 @@ class AllocationRecorder(TorchDispatchMode):
         return TEMPORARIES
 
     def _allocate(self, tensor: torch.Tensor, role: str, func=None) -> None:
-        storage = tensor.untyped_storage()
+        self._allocate_storage(tensor.untyped_storage(), role,
+                               f"{func} {tuple(tensor.shape)} {str(tensor.dtype)[6:]}")
+
+    def _allocate_storage(self, storage: torch.UntypedStorage, role: str, origin: str) -> None:
         if self.keep_origins:
-            self.log.origins.append(f"{func} {tuple(tensor.shape)} {str(tensor.dtype)[6:]}")
+            self.log.origins.append(origin)
         key = storage._cdata
         log = self.log
         alloc = len(log.sizes)
@@ -156,7 +183,7 @@ class AllocationRecorder(TorchDispatchMode):
         weakref.finalize(storage, self._free, key, alloc)
 
     def _free(self, key: int, alloc: int) -> None:
-        if not self._active:
+        if not self._active or alloc in self._released:
             return
         if self._live.get(key) == alloc:
             del self._live[key]

@@ -94,28 +94,42 @@ def _first_forward_of_measured_step(recorder: AllocationRecorder) -> bool:
 
 def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer, recorder: AllocationRecorder, *,
               precision: Precision, micro_batch: int, seq_len: int, grad_accum: int, vocab_size: int,
-              host_state: frozenset[str], steps: int = STEPS) -> None:
-    """`steps` optimizer steps; the last one's forward is marked (a profile needs only one)."""
+              host_state: frozenset[str], steps: int = STEPS, autocast: bool = True) -> None:
+    """`steps` optimizer steps; the last one's forward is marked (a profile needs only one).
+    `autocast=False`: FSDP2's MixedPrecisionPolicy hands the forward bf16 parameters instead."""
     recorder.measured_step = steps - 1
     recorder.set_phase(0, Phase.FORWARD)
     ids = torch.randint(0, vocab_size, (micro_batch, seq_len))
     for step in range(steps):
         for _ in range(grad_accum):
             recorder.set_phase(step, Phase.FORWARD)
-            with autocast_for(precision):
+            with autocast_for(precision) if autocast else nullcontext():
                 loss = model(input_ids=ids, labels=ids, use_cache=False).loss
             recorder.mark(loss, LOGITS_LOSS)
             recorder.set_phase(step, Phase.BACKWARD)
             loss.backward()
             del loss
+            _mark_gradients(recorder, model)
         recorder.set_phase(step, Phase.OPTIMIZER)
         optimizer.step()
         _mark_state(recorder, optimizer, host_state)
         optimizer.zero_grad(set_to_none=True)
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """An FSDP2 DTensor's local shard, what its rank stores (any other tensor: itself)."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _mark_gradients(recorder: AllocationRecorder, model: nn.Module) -> None:
+    """FSDP2 sets each sharded gradient without AccumulateGrad, so no gradient hook sees it."""
+    for p in model.parameters():
+        if p.grad is not None:
+            recorder.mark(_local(p.grad), GRADIENTS)
+
+
 def _mark_state(recorder: AllocationRecorder, optimizer: torch.optim.Optimizer, host_state: frozenset[str]) -> None:
     for state in optimizer.state.values():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
-                recorder.mark(value, HOST if key in host_state else OPTIMIZER_STATE)
+                recorder.mark(_local(value), HOST if key in host_state else OPTIMIZER_STATE)

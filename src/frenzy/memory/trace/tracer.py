@@ -14,7 +14,7 @@ from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
-from frenzy.memory.trace import build, optim, patches, step
+from frenzy.memory.trace import build, fsdp, optim, patches, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
@@ -48,7 +48,8 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
     """Run the real HF training step of `model` under `training`/`plan` on fake tensors.
 
     `plan.tp` shapes the rank's shard; dp, zero, pp and sequence_parallel are not traced (a single
-    rank without communication buffers, sharded states or pipeline stages).
+    rank without communication buffers, sharded states or pipeline stages), except in the
+    fsdp2-param mixed-precision mode, which runs the real FSDP2 at world size dp (trace.fsdp).
     """
     started = time.perf_counter()
     recording = record_steps(model, training, plan, seq_len)
@@ -76,7 +77,9 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     build.check_sequence(cfg, seq_len)
     cfg = build.shard_config(cfg, plan.tp)
     notes = list(_plan_notes(training, plan))
+    sharded = plan.fsdp_param_dtype
     with _quiet_gc(), ExitStack() as stack:
+        mesh = stack.enter_context(fsdp.fake_process_group(plan.dp)) if sharded else None
         stack.enter_context(FakeTensorMode())
         stack.enter_context(patches.gpu_decisions())
         semantics = stack.enter_context(CudaSemantics())
@@ -86,15 +89,19 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         vocab = net.get_output_embeddings().weight.shape[0]
         recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
         _configure_recompute(net, layers, training, plan, recorder, semantics, stack)
+        if sharded:
+            fsdp.shard(net, layers, plan, mesh)
+            stack.enter_context(fsdp.recorded(recorder))
         trainable = [p for p in net.parameters() if p.requires_grad]
         optimizer = optim.build_optimizer(trainable, training.optimizer)
         hooks = step.install_hooks(recorder, layers, trainable)
         with recorder:
             for tensor in (*net.parameters(), *net.buffers()):
-                recorder.register(tensor, WEIGHTS)
+                recorder.register(fsdp.local(tensor), WEIGHTS)
             step.run_steps(net, optimizer, recorder, precision=training.precision, micro_batch=plan.micro_batch,
                            seq_len=seq_len, grad_accum=plan.grad_accum, vocab_size=vocab,
-                           host_state=optim.host_state_keys(training.optimizer), steps=steps)
+                           host_state=optim.host_state_keys(training.optimizer), steps=steps,
+                           autocast=not sharded)
         log = recorder.stop()
         for handle in hooks:
             handle.remove()
@@ -132,7 +139,12 @@ def _configure_recompute(net: nn.Module, layers: nn.ModuleList, training: Traini
 
 
 def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
-    if plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
+    if plan.fsdp_param_dtype:
+        yield (f"FSDP2 MixedPrecisionPolicy(bf16, fp32) traced at dp {plan.dp} on a fake process group; "
+               "CUDA-stream overlap (all-gather prefetch, reduce-scatter in flight) is not traced")
+        if plan.pp > 1 or plan.tp > 1 or plan.sequence_parallel:
+            yield "tp/pp/sequence-parallel are not traced beside FSDP2: one rank's shard of the whole model"
+    elif plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
         yield "dp/zero/pp/sequence-parallel are not traced: one rank, unsharded states, whole model"
     if plan.recompute is Recompute.SELECTIVE and training.attention is not Attention.EAGER:
         yield "selective recomputation = none for flash/sdpa: the fused kernel never stores scores"
