@@ -184,22 +184,26 @@ def _download(client, job_id: str, folder: Path) -> Path:
 def _check_artifacts(client, ids: list[str], folder: Path) -> bool:
     """Download what each fine-tune handed back, reload it with peft / transformers, and score it on
     the job's validation set the way the trainer did."""
-    from frenzy.train.reload import reload_and_evaluate
+    from transformers.utils import logging as hf_logging
 
+    from frenzy.train.reload import MERGED, reload_and_evaluate
+
+    hf_logging.disable_progress_bar()
     table = Table("job", "artifact", "files", "eval loss: first", "trainer (last)", "reloaded", "|difference|",
-                  title="artifacts, downloaded and reloaded")
+                  title="artifacts, downloaded and reloaded with peft / transformers")
     ok = True
     for job_id in ids:
         target = _download(client, job_id, folder)
         files = len(client.artifacts(job_id)["files"])
-        result = reload_and_evaluate(target)
-        if result.reloaded_eval_loss is None:
-            table.add_row(result.name, result.kind, str(files), "-", "-", "-", "-")
-            continue
-        gap = abs(result.reloaded_eval_loss - result.trainer_eval_loss)
-        ok &= gap < 1e-3
-        table.add_row(result.name, result.kind, str(files), f"{result.first_eval_loss:.4f}",
-                      f"{result.trainer_eval_loss:.4f}", f"{result.reloaded_eval_loss:.4f}", f"{gap:.1e}")
+        for merged in (False, True) if (target / MERGED).is_dir() else (False,):
+            result = reload_and_evaluate(target, merged)
+            if result.reloaded_eval_loss is None:
+                table.add_row(result.name, result.kind, str(files), "-", "-", "-", "-")
+                continue
+            gap = abs(result.reloaded_eval_loss - result.trainer_eval_loss)
+            ok &= gap < 1e-3
+            table.add_row(result.name, result.kind, str(files), f"{result.first_eval_loss:.4f}",
+                          f"{result.trainer_eval_loss:.4f}", f"{result.reloaded_eval_loss:.4f}", f"{gap:.1e}")
     console.print(table)
     console.print(f"downloaded into {folder}; load them with peft's PeftModel.from_pretrained or transformers' "
                   "AutoModelForCausalLM.from_pretrained")

@@ -32,7 +32,7 @@ from dataclasses import replace
 
 from frenzy.core.model import ModelArch
 from frenzy.core.plan import ParallelPlan
-from frenzy.core.training import Method, Precision, TrainingConfig, ZeroStage
+from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.memory.states import StageParams
 
 

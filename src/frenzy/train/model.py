@@ -123,22 +123,17 @@ def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, de
     return model
 
 
-def make_optimizer(model: nn.Module, cfg: WorkerConfig) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=0.9)
-    # adamw-8bit needs bitsandbytes on CUDA; on CPU and without it the fp32 AdamW runs instead.
-    return torch.optim.AdamW(params, lr=cfg.learning_rate, fused=cfg.optimizer == "adamw-fused"
-                             and torch.cuda.is_available())
-
-
 def compute_precision(cfg: WorkerConfig, device: torch.device):
     """The context a forward runs in: autocast for the *-mixed precisions over fp32 weights; none in
     the fsdp2-param mode, where FSDP2 hands the forward bf16 parameters."""
-    if fsdp_param_dtype(cfg) and cfg.dp > 1:
+    return precision_context(cfg.precision, fsdp_param_dtype(cfg) and cfg.dp > 1, device)
+
+
+def precision_context(precision: str, bf16_parameters: bool, device: torch.device):
+    if bf16_parameters:
         return contextlib.nullcontext()
-    if cfg.precision == "bf16-mixed":
+    if precision == "bf16-mixed":
         return torch.autocast(device.type, dtype=torch.bfloat16)
-    if cfg.precision == "fp16-mixed" and device.type == "cuda":
+    if precision == "fp16-mixed" and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.float16)
     return contextlib.nullcontext()

@@ -3,12 +3,12 @@ validation set exactly as the trainer did: the check that the artifact is the mo
 
 A peft adapter is applied with `PeftModel.from_pretrained` to its base (the local weights it was
 trained on, or the config's random initialisation rebuilt from the recorded seed); a full
-fine-tune is loaded with `AutoModelForCausalLM.from_pretrained`.
+fine-tune, or an adapter merged into its base, is loaded with `AutoModelForCausalLM.from_pretrained`.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import torch
 
 from frenzy.train import manifest
 from frenzy.train.evaluate import validation_loss
-from frenzy.train.model import build_base
+from frenzy.train.model import build_base, precision_context
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,26 +28,29 @@ class ReloadResult:
     reloaded_eval_loss: float | None
 
 
-def load_artifact(folder: Path) -> torch.nn.Module:
+MERGED = "merged"  # with merge_lora: the adapter folded into its base, a save_pretrained model
+
+
+def load_artifact(folder: Path, merged: bool = False) -> torch.nn.Module:
     m = manifest.read(folder)
-    if m.kind == "model":
+    if m.kind == "model" or merged:
         from transformers import AutoModelForCausalLM
 
-        return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        return AutoModelForCausalLM.from_pretrained(folder / MERGED if merged else folder, local_files_only=True)
     from peft import PeftModel
 
     base = build_base(m.base.config, m.base.random_init_seed or 0, m.base.local_folder)
     return PeftModel.from_pretrained(base, folder)
 
 
-def reload_and_evaluate(folder: Path) -> ReloadResult:
+def reload_and_evaluate(folder: Path, merged: bool = False) -> ReloadResult:
     from frenzy.data.prepare import prepare
     from frenzy.data.spec import DataSpec
     from frenzy.data.tokenizer import load_tokenizer
 
     m = manifest.read(folder)
     evals = m.eval_history
-    result = dict(name=m.name, kind=m.kind, first_eval_loss=evals[0][1] if evals else None,
+    result = dict(name=m.name, kind="merged model" if merged else m.kind, first_eval_loss=evals[0][1] if evals else None,
                   trainer_eval_loss=evals[-1][1] if evals else None, reloaded_eval_loss=None)
     if not evals or m.data_spec is None:
         return ReloadResult(**result)
@@ -57,11 +60,12 @@ def reload_and_evaluate(folder: Path) -> ReloadResult:
     batch = int(m.plan.get("micro_batch", 1))  # chunking changes only the order of float sums
     chunks = [(torch.from_numpy(held_out.input_ids[i:i + batch]), torch.from_numpy(held_out.labels[i:i + batch]))
               for i in range(0, len(held_out.input_ids), batch)]
-    mixed = m.request.get("precision") == "bf16-mixed"
-
-    def precision():
-        return torch.autocast("cpu", dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
-
-    model = load_artifact(folder)
+    # A job whose plan ran FSDP2's bf16 parameters evaluated in bf16 throughout: so does its reload.
+    bf16_parameters = m.plan.get("mixed_precision") == "fsdp2-param"
+    model = load_artifact(folder, merged)
+    if bf16_parameters:
+        model = model.to(torch.bfloat16)
+    precision = functools.partial(precision_context, str(m.request.get("precision")), bf16_parameters,
+                                  torch.device("cpu"))
     result["reloaded_eval_loss"] = validation_loss(model, chunks, torch.device("cpu"), precision)
     return ReloadResult(**result)

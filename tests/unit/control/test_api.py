@@ -3,28 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from frenzy.control.api import create_app
-from frenzy.control.loop import ControlLoop, LoopSettings
-from frenzy.control.service import ControlService
-from frenzy.control.store import SqlJobStore
-from frenzy.core.units import GiB
-from tests.unit.control.fakes import FakeClock, InProcessExecutor, node
 from tests.unit.control.test_loop import TINY
-
-
-@pytest.fixture
-def client(tmp_path):
-    store = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}")
-    executor = InProcessExecutor([node("big-0", "A100-SXM-80G", 2, 3 * GiB),
-                                  node("small-0", "A10G-24G", 4, int(1.5 * GiB))])
-    clock = FakeClock()
-    loop = ControlLoop(store=store, executor=executor, clock=clock, settings=LoopSettings(storage_root=tmp_path))
-    service = ControlService(store=store, executor=executor, clock=clock, loop=loop)
-    client = TestClient(create_app(service))
-    client.loop, client.executor = loop, executor
-    return client
 
 
 def test_submit_then_status_logs_cancel(client):

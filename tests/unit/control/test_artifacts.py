@@ -8,12 +8,11 @@ import os
 import pytest
 
 from frenzy.control.artifacts import UnknownArtifactError, artifact_root, list_files, resolve
-from tests.unit.control.test_api import client  # noqa: F401 (the fixture)
 from tests.unit.control.test_loop import TINY
 
 
 @pytest.fixture
-def job(client, tmp_path):  # noqa: F811
+def job(client, tmp_path):
     r = client.post("/v1/jobs", json={"model": TINY, "global_batch": 16, "seq_len": 256, "steps": 3})
     assert r.status_code == 201, r.text
     job_id = r.json()["id"]
@@ -27,7 +26,7 @@ def job(client, tmp_path):  # noqa: F811
     return job_id, root
 
 
-def test_listing_shows_regular_files_only_and_is_not_ready_without_the_manifest(client, job):  # noqa: F811
+def test_listing_shows_regular_files_only_and_is_not_ready_without_the_manifest(client, job):
     job_id, root = job
     out = client.get(f"/v1/jobs/{job_id}/artifacts").json()
     assert [f["path"] for f in out["files"]] == ["adapter_model.safetensors", "sub/notes.txt"]
@@ -36,7 +35,7 @@ def test_listing_shows_regular_files_only_and_is_not_ready_without_the_manifest(
     assert client.get(f"/v1/jobs/{job_id}/artifacts").json()["ready"] is True
 
 
-def test_download_is_the_file_byte_for_byte(client, job):  # noqa: F811
+def test_download_is_the_file_byte_for_byte(client, job):
     job_id, root = job
     r = client.get(f"/v1/jobs/{job_id}/artifacts/adapter_model.safetensors")
     assert r.status_code == 200 and r.content == (root / "adapter_model.safetensors").read_bytes()
@@ -45,7 +44,7 @@ def test_download_is_the_file_byte_for_byte(client, job):  # noqa: F811
 
 @pytest.mark.parametrize("path", ["../secret.txt", "sub/../../secret.txt", "escape.txt", "%2e%2e/secret.txt",
                                   "sub", "missing.bin", "..%2Fsecret.txt", "%2Fetc%2Fpasswd"])
-def test_nothing_outside_the_artifacts_is_served(client, job, path):  # noqa: F811
+def test_nothing_outside_the_artifacts_is_served(client, job, path):
     job_id, _ = job
     r = client.get(f"/v1/jobs/{job_id}/artifacts/{path}")
     assert r.status_code == 404, (path, r.status_code, r.text[:200])
@@ -63,6 +62,6 @@ def test_resolve_refuses_every_way_out(tmp_path):
     assert list_files(tmp_path / "none") == []
 
 
-def test_unknown_job_is_404(client):  # noqa: F811
+def test_unknown_job_is_404(client):
     assert client.get("/v1/jobs/nope/artifacts").status_code == 404
     assert client.get("/v1/jobs/nope/artifacts/x").status_code == 404

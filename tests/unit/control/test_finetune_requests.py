@@ -9,7 +9,6 @@ import math
 
 import pytest
 
-from tests.unit.control.test_api import client  # noqa: F401 (the fixture)
 
 EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[3] / "examples"
 
@@ -24,7 +23,7 @@ def _turns(i):
     return {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
 
 
-def test_epochs_become_steps_from_the_training_examples(client, tmp_path):  # noqa: F811
+def test_epochs_become_steps_from_the_training_examples(client, tmp_path):
     data = _chat_file(tmp_path, [_turns(i) for i in range(50)])
     body = {"model": str(EXAMPLES / "tiny-chat"), "dataset": data, "validation": 0.2, "epochs": 3,
             "global_batch": 8, "seq_len": 64, "method": "lora"}
@@ -45,7 +44,7 @@ def test_epochs_become_steps_from_the_training_examples(client, tmp_path):  # no
     ([_turns(0), {"prompt": "p"}], ["row 2"]),
     ([], ["empty"]),
 ])
-def test_bad_rows_are_a_422_that_names_them(client, tmp_path, rows, words):  # noqa: F811
+def test_bad_rows_are_a_422_that_names_them(client, tmp_path, rows, words):
     data = _chat_file(tmp_path, rows)
     r = client.post("/v1/jobs", json={"model": "gpt2", "dataset": data, "data_format": "chat", "seq_len": 64})
     assert r.status_code == 422, r.text
@@ -53,7 +52,7 @@ def test_bad_rows_are_a_422_that_names_them(client, tmp_path, rows, words):  # n
     assert client.get("/v1/jobs").json() == []
 
 
-def test_every_row_dropped_is_refused(client, tmp_path):  # noqa: F811
+def test_every_row_dropped_is_refused(client, tmp_path):
     data = _chat_file(tmp_path, [{"messages": [{"role": "user", "content": "x" * 500},
                                                {"role": "assistant", "content": "y" * 500}]}] * 3)
     r = client.post("/v1/jobs", json={"model": "gpt2", "dataset": data, "overlong": "drop", "seq_len": 64})
@@ -69,7 +68,7 @@ def test_every_row_dropped_is_refused(client, tmp_path):  # noqa: F811
     ({"model": "gpt2", "steps": 5, "epochs": 1}, ["not steps and epochs"]),
     ({"model": "gpt2", "max_grad_norm": 0}, ["max_grad_norm"]),
 ])
-def test_settings_that_cannot_run_say_what_to_change(client, body, words):  # noqa: F811
+def test_settings_that_cannot_run_say_what_to_change(client, body, words):
     r = client.post("/v1/jobs", json=body)
     assert r.status_code == 422, r.text
     assert all(w in r.json()["detail"] for w in words), r.json()["detail"]

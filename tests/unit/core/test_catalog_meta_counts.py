@@ -12,7 +12,6 @@ whole checkpoint, so those rows count text and vision together. Each CSV row's s
 """
 
 import csv
-import json
 
 import pytest
 

@@ -16,8 +16,8 @@ from safetensors import safe_open
 from frenzy.train import export
 from frenzy.train.config import WorkerConfig
 from frenzy.train.export import merge_lora, write_artifacts
-from frenzy.train.model import (apply_tensor_parallel, build_model, device_mesh, make_optimizer,
-                                wrap_data_parallel)
+from frenzy.train.model import apply_tensor_parallel, build_model, device_mesh, wrap_data_parallel
+from frenzy.train.optimization import make_optimizer
 from tests.unit.train.dist_helpers import SMALL_LLAMA, base_config, run_function
 
 pytestmark = pytest.mark.slow

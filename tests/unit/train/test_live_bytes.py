@@ -152,7 +152,8 @@ def _meter_rank(rank: int, world: int, port: int, out: str) -> None:
 
     import torch.distributed as dist
 
-    from frenzy.train.model import device_mesh, make_optimizer, wrap_data_parallel
+    from frenzy.train.model import device_mesh, wrap_data_parallel
+    from frenzy.train.optimization import make_optimizer
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -183,7 +184,7 @@ def test_ddp_counts_its_gradient_buckets_and_fsdp2_its_local_shards(tmp_path):
 
     import torch.multiprocessing as mp
 
-    from frenzy.train.model import make_optimizer
+    from frenzy.train.optimization import make_optimizer
 
     model = build_model(_cfg())
     single = _two_steps(_cfg(), model, make_optimizer(model, _cfg()))
