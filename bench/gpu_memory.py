@@ -9,7 +9,7 @@ feeds synthetic tokens and runs the loop frenzy.memory.trace.step runs (keep the
 
     for step in range(2):
         for _ in range(grad_accum):
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss   # autocast for *-mixed
+            loss = model(input_ids=ids, labels=labels, use_cache=False).loss   # autocast for *-mixed
             loss.backward()
         optimizer.step(); optimizer.zero_grad(set_to_none=True)
 
@@ -328,12 +328,14 @@ def run_config(row: dict, timed_steps: int = 1) -> dict:
         optimizer = build_optimizer(torch, [p for p in model.parameters() if p.requires_grad], row["optimizer"])
         vocab = model.get_output_embeddings().weight.shape[0]
         ids = torch.randint(0, vocab, (mb, seq), device=DEVICE)
+        labels = ids.clone()
+        labels[:, : seq // 2] = -100  # a fine-tune's masked prompt: the labels are their own tensor
         torch.cuda.synchronize()
 
         def train_step():
             for _ in range(accum):
                 with autocast_for(torch, row["precision"]):
-                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                    loss = model(input_ids=ids, labels=labels, use_cache=False).loss
                 loss.backward()
                 del loss
             optimizer.step()

@@ -87,7 +87,7 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,
                                    seq: int = 0, recompute: Recompute = Recompute.NONE) -> int:
     """Saved tensors outside the decoder layers: on the first stage the token ids and labels
-    (int64, with the shifted copy) and an embedding dropout mask; on the last stage the final
+    (int64, with the loss's padded and shifted copies) and an embedding dropout mask; on the last stage the final
     norm and the LM head's input (its own 16-bit cast under autocast) when the head trains.
     A profiled family's are measured; the first stage's share is the ids' (formula)."""
     if arch.profile_key:
@@ -125,8 +125,9 @@ def eager_masks_checkpointed_bytes_per_token(arch: ModelArch, training: Training
 
 
 def _first_stage_bytes_per_token(arch: ModelArch) -> int:
-    """Token ids and labels (int64, with the shifted copy) and an embedding dropout mask."""
-    return 8 * 3 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
+    """Token ids, labels (their own tensor: a fine-tune masks the prompt), the loss's padded and
+    shifted labels (int64 each), and an embedding dropout mask."""
+    return 8 * 4 + (arch.hidden_size if arch.hidden_dropout > 0 else 0)
 
 
 def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,

@@ -51,7 +51,7 @@ class Batches:
         if self.train is None:
             gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + positions[0])
             ids = torch.randint(0, self.vocab, (self.cfg.micro_batch, self.cfg.seq_len), generator=gen)
-            return ids, ids
+            return ids, ids.clone()  # labels are their own tensor, as for real data (and as MARP counts)
         rows = [self._example(p) for p in positions]
         return torch.from_numpy(self.train.input_ids[rows]), torch.from_numpy(self.train.labels[rows])
 

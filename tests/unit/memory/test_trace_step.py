@@ -103,7 +103,7 @@ def test_mixed_precision_keeps_16bit_weight_copies_until_backward(llama):
 
 def test_optimizer_variants(llama):
     weights, params = _static_bytes(_real_model(llama), 4)
-    ids = r512(SEQ * 8)
+    ids = 2 * r512(SEQ * 8)  # the token ids and the labels (their own tensor)
     sizes = [p.numel() for p in _real_model(llama).parameters()]
     adam8 = sum(2 * r512(4 * n) if n < 4096 else 2 * r512(n) + 2 * r512(4 * -(-n // 256)) for n in sizes)
     expected_state = {

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from frenzy.data.prepare import prepare
 from frenzy.data.spec import DataSpec
@@ -81,5 +82,5 @@ def test_synthetic_tokens_count_every_position_but_the_first(tmp_path):
     cfg = _layout(tmp_path, 2, 2, 1)
     batches = Batches(cfg, 512, 0)
     ids, labels = batches.get(1, 0)
-    assert ids.shape == (2, 64) and labels is ids and int(ids.max()) < 512
+    assert ids.shape == (2, 64) and torch.equal(labels, ids) and int(ids.max()) < 512
     assert batches.step_loss_tokens(1) == 4 * 63 and batches.eval_chunks() == []

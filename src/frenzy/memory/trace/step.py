@@ -5,11 +5,12 @@ real GPUs; keep the two identical):
 
     for step in range(2):
         for _ in range(grad_accum):
-            loss = model(input_ids=ids, labels=ids, use_cache=False).loss   # autocast for *-mixed
+            loss = model(input_ids=ids, labels=labels, use_cache=False).loss   # autocast for *-mixed
             loss.backward()
         optimizer.step(); optimizer.zero_grad(set_to_none=True)
 
-The model output object is dropped at once, so the 16-bit logits it holds are not kept through
+`labels` is its own tensor with the first half of each sequence masked (-100), as a fine-tune's
+prompt is: the masked-loss path the worker runs. The model output object is dropped at once, so the 16-bit logits it holds are not kept through
 backward. Step 2 is the one measured: the optimizer state is alive from its start.
 """
 
@@ -100,11 +101,13 @@ def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer, recorder: Allo
     recorder.measured_step = steps - 1
     recorder.set_phase(0, Phase.FORWARD)
     ids = torch.randint(0, vocab_size, (micro_batch, seq_len))
+    labels = ids.clone()
+    labels[:, : seq_len // 2] = -100
     for step in range(steps):
         for _ in range(grad_accum):
             recorder.set_phase(step, Phase.FORWARD)
             with autocast_for(precision) if autocast else nullcontext():
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                loss = model(input_ids=ids, labels=labels, use_cache=False).loss
             recorder.mark(loss, LOGITS_LOSS)
             recorder.set_phase(step, Phase.BACKWARD)
             loss.backward()
