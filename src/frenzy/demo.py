@@ -186,7 +186,8 @@ def _check_artifacts(client, ids: list[str], folder: Path) -> bool:
     the job's validation set the way the trainer did."""
     from transformers.utils import logging as hf_logging
 
-    from frenzy.train.reload import MERGED, reload_and_evaluate
+    from frenzy.train.config import MERGED
+    from frenzy.train.reload import reload_and_evaluate
 
     hf_logging.disable_progress_bar()
     table = Table("job", "artifact", "files", "eval loss: first", "trainer (last)", "reloaded", "|difference|",

@@ -15,6 +15,7 @@ from typing import Any
 # keeps `required_bytes`, which decides whether a plan fits, the real criterion.
 CUDA_ALLOCATOR_CONF = "expandable_segments:True"
 ARTIFACTS = "artifacts"  # the folder, under a job's storage, that the API serves
+MERGED = "merged"  # inside it, with merge_lora: the adapter folded into its base (a save_pretrained model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

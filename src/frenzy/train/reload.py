@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from frenzy.train import manifest
+from frenzy.train.config import MERGED
 from frenzy.train.evaluate import validation_loss
 from frenzy.train.model import build_base, precision_context
 
@@ -26,9 +27,6 @@ class ReloadResult:
     first_eval_loss: float | None  # the trainer's first validation loss
     trainer_eval_loss: float | None  # its last
     reloaded_eval_loss: float | None
-
-
-MERGED = "merged"  # with merge_lora: the adapter folded into its base, a save_pretrained model
 
 
 def load_artifact(folder: Path, merged: bool = False) -> torch.nn.Module:

@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from frenzy.train import checkpoint, export, manifest, memory
 from frenzy.train.batches import Batches
-from frenzy.train.config import CUDA_ALLOCATOR_CONF, WorkerConfig
+from frenzy.train.config import CUDA_ALLOCATOR_CONF, MERGED, WorkerConfig
 from frenzy.train.evaluate import validation_loss
 from frenzy.train.model import apply_tensor_parallel, build_model, compute_precision, device_mesh, wrap_data_parallel
 from frenzy.train.optimization import clip_gradients, make_optimizer, make_schedule, suit_plan
@@ -75,8 +75,8 @@ def hand_back(model, cfg: WorkerConfig, history: dict, prepared, step: int) -> N
     files = export.write_artifacts(model, cfg, cfg.artifacts_dir)
     if dist.get_rank() == 0:
         if cfg.merge_lora:
-            files += [f"merged/{f}" for f in export.merge_lora(cfg.artifacts_dir, cfg.local_weights,
-                                                               cfg.artifacts_dir / "merged")]
+            files += [f"{MERGED}/{f}" for f in export.merge_lora(cfg.artifacts_dir, cfg.local_weights,
+                                                                 cfg.artifacts_dir / MERGED)]
         manifest.write(cfg, history, prepared.report if prepared else None, files, step)
     dist.barrier()
 
