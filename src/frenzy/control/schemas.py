@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class LimitsIn(BaseModel):
@@ -61,6 +61,14 @@ class JobIn(BaseModel):
     priority: int = 0
     limits: LimitsIn = Field(default_factory=LimitsIn)
     emulation: EmulationIn = Field(default_factory=EmulationIn)
+
+    @field_validator("epochs", "validation", "weight_decay", "max_grad_norm", "warmup_steps", "eval_every", "seed",
+                     mode="before")
+    @classmethod
+    def _no_booleans(cls, value):
+        if isinstance(value, bool):  # JSON true is not a number of epochs, a fraction or a norm
+            raise ValueError("a number is expected here, not true/false")
+        return value
 
     def to_domain_json(self) -> dict:
         return self.model_dump(exclude_none=False)

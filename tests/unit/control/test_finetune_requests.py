@@ -67,6 +67,8 @@ def test_every_row_dropped_is_refused(client, tmp_path):
     ({"model": "gpt2", "lr_schedule": "step"}, ["lr_schedule"]),
     ({"model": "gpt2", "steps": 5, "epochs": 1}, ["not steps and epochs"]),
     ({"model": "gpt2", "max_grad_norm": 0}, ["max_grad_norm"]),
+    ({"model": "gpt2", "epochs": True}, ["epochs", "not true/false"]),
+    ({"model": "gpt2", "validation": True}, ["validation", "not true/false"]),
 ])
 def test_settings_that_cannot_run_say_what_to_change(client, body, words):
     r = client.post("/v1/jobs", json=body)
