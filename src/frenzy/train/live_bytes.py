@@ -23,7 +23,6 @@ batch made before the step, and anything outside aten (the allocator's cache, CU
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -262,21 +261,3 @@ def _storage_keys(args, kwargs) -> list[int]:
             if storage is not None:
                 keys.append(storage._cdata)
     return keys
-
-
-@contextmanager
-def following_resizes(meter: LiveBytes):
-    """While measuring, report `UntypedStorage.resize_` calls (not aten ops, so no mode sees them)."""
-    original = torch.UntypedStorage.resize_
-
-    def resize_(storage, size):
-        before = storage.nbytes()
-        result = original(storage, size)
-        meter.resized(storage, before)
-        return result
-
-    torch.UntypedStorage.resize_ = resize_
-    try:
-        yield
-    finally:
-        torch.UntypedStorage.resize_ = original

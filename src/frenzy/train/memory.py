@@ -28,7 +28,8 @@ from frenzy.memory.result import Phase
 from frenzy.memory.trace.allocator import round_size
 from frenzy.memory.trace.recorder import GRADIENTS, HOST, OPTIMIZER_STATE, WEIGHTS
 from frenzy.train.config import WorkerConfig
-from frenzy.train.live_bytes import LiveBytes, StepPeak, following_resizes
+from frenzy.memory.trace.fsdp import following_resizes
+from frenzy.train.live_bytes import LiveBytes, StepPeak
 
 PEAK_MARKER = "frenzy-peak-bytes="
 PEAK_PATTERN = re.compile(re.escape(PEAK_MARKER) + r"(\d+)")

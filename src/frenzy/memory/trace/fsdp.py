@@ -61,18 +61,26 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
 
 
 @contextmanager
-def recorded(recorder: AllocationRecorder):
-    """Storage resizes reach the recorder, and what FSDP2 allocates to unshard a unit (the bf16
-    casts of the shards, the flat all-gather buffer, the unsharded parameters) counts as weights."""
-    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
-
+def following_resizes(target):
+    """`UntypedStorage.resize_` calls (how FSDP2 frees and regrows unsharded parameters: not aten ops,
+    so no dispatch mode sees them) reported to `target.resized(storage, bytes_before)`."""
     resize = torch.UntypedStorage.resize_
 
     def resize_(storage, size):
         before = storage.nbytes()
         out = resize(storage, size)
-        recorder.resized(storage, before)
+        target.resized(storage, before)
         return out
+
+    with setattr_during(torch.UntypedStorage, "resize_", resize_):
+        yield
+
+
+@contextmanager
+def recorded(recorder: AllocationRecorder):
+    """Storage resizes reach the recorder, and what FSDP2 allocates to unshard a unit (the bf16
+    casts of the shards, the flat all-gather buffer, the unsharded parameters) counts as weights."""
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 
     def as_weights(method):
         def run(self, *args, **kwargs):
@@ -84,7 +92,7 @@ def recorded(recorder: AllocationRecorder):
         return run
 
     with ExitStack() as stack:
-        stack.enter_context(setattr_during(torch.UntypedStorage, "resize_", resize_))
+        stack.enter_context(following_resizes(recorder))
         for name in ("unshard", "wait_for_unshard"):
             stack.enter_context(setattr_during(FSDPParamGroup, name, as_weights(getattr(FSDPParamGroup, name))))
         yield
