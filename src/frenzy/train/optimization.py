@@ -9,6 +9,8 @@ rate does not depend on where a job was re-planned.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -49,8 +51,10 @@ def make_schedule(optimizer: torch.optim.Optimizer, cfg: WorkerConfig, done_step
     name = "constant_with_warmup" if cfg.lr_schedule == "constant" else cfg.lr_schedule
     schedule = get_scheduler(name, optimizer, num_warmup_steps=min(cfg.warmup_steps, cfg.steps),
                              num_training_steps=cfg.steps)
-    for _ in range(done_steps):
-        schedule.step()
+    with warnings.catch_warnings():  # fast-forwarding steps no optimizer took is the point here
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(done_steps):
+            schedule.step()
     return schedule
 
 
