@@ -49,5 +49,6 @@ def resolve(root: Path, relative: str) -> Path:
     base = os.path.realpath(root)
     target = os.path.realpath(os.path.join(base, *parts))
     if os.path.commonpath([base, target]) != base or not os.path.isfile(target):
-        raise UnknownArtifactError(f"the job has no artifact '{relative}'; list them with GET /v1/jobs/{{id}}/artifacts")
+        raise UnknownArtifactError(f"the job has no artifact '{relative}'; "
+                                   "list them with GET /v1/jobs/{id}/artifacts")
     return Path(target)

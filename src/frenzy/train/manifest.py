@@ -53,7 +53,8 @@ def write(cfg: WorkerConfig, history: dict, data_report, files: list[str], step:
     loss, evals = history["loss"], history["eval_loss"]
     body = JobManifest(job_id=cfg.job_id, name=str(cfg.request.get("name") or cfg.model_name),
                        kind="model" if cfg.method == "full" else "peft-adapter", base=base, request=cfg.request,
-                       plan=cfg.plan, attempt=cfg.attempt, step=step, steps=cfg.steps, final_loss=loss[-1][1] if loss else None,
+                       plan=cfg.plan, attempt=cfg.attempt, step=step, steps=cfg.steps,
+                       final_loss=loss[-1][1] if loss else None,
                        final_eval_loss=evals[-1][1] if evals else None, loss_history=loss, eval_history=evals,
                        data_spec=cfg.data, data=data_report.to_json() if data_report is not None else None,
                        files=sorted(files + [MANIFEST]), written_at=time.time())

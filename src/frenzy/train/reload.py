@@ -48,7 +48,8 @@ def reload_and_evaluate(folder: Path, merged: bool = False) -> ReloadResult:
 
     m = manifest.read(folder)
     evals = m.eval_history
-    result = dict(name=m.name, kind="merged model" if merged else m.kind, first_eval_loss=evals[0][1] if evals else None,
+    result = dict(name=m.name, kind="merged model" if merged else m.kind,
+                  first_eval_loss=evals[0][1] if evals else None,
                   trainer_eval_loss=evals[-1][1] if evals else None, reloaded_eval_loss=None)
     if not evals or m.data_spec is None:
         return ReloadResult(**result)

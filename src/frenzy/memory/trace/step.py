@@ -10,8 +10,9 @@ real GPUs; keep the two identical):
         optimizer.step(); optimizer.zero_grad(set_to_none=True)
 
 `labels` is its own tensor with the first half of each sequence masked (-100), as a fine-tune's
-prompt is: the masked-loss path the worker runs. The model output object is dropped at once, so the 16-bit logits it holds are not kept through
-backward. Step 2 is the one measured: the optimizer state is alive from its start.
+prompt is: the masked-loss path the worker runs. The model output object is dropped at once, so the
+16-bit logits it holds are not kept through backward. Step 2 is the one measured: the optimizer
+state is alive from its start.
 """
 
 from __future__ import annotations
