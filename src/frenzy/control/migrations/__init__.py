@@ -9,6 +9,7 @@ schema change is a new file in versions/ (`alembic revision` with script_locatio
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
 import sqlalchemy as sa
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 SCRIPT_LOCATION = "frenzy.control:migrations"
 # The schema `metadata.create_all` made before migrations existed.
 INITIAL_REVISION = "0001_initial"
+log = logging.getLogger("frenzy.store")
 
 
 def config(connection=None):
@@ -44,6 +46,9 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Upgrade the store's schema to `revision` (a no-op when it is already there)."""
     from alembic import command
 
+    alembic_log = logging.getLogger("alembic")
+    if alembic_log.level == logging.NOTSET:  # one line of ours rather than Alembic's chatter
+        alembic_log.setLevel(logging.WARNING)
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":  # two servers starting at once: one migrates, one waits
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(7205912)"))
@@ -52,5 +57,7 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
             return
         cfg = config(conn)
         if now is None and sa.inspect(conn).has_table("frenzy_jobs"):
-            command.stamp(cfg, INITIAL_REVISION)
+            command.stamp(cfg, INITIAL_REVISION)  # made by a Frenzy from before migrations
+            now = f"{INITIAL_REVISION} (pre-migration store)"
         command.upgrade(cfg, revision)
+        log.info("job store schema upgraded from %s to %s", now or "nothing", current(conn))
