@@ -44,11 +44,11 @@ def current(connection) -> str | None:
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     """Upgrade the store's schema to `revision` (a no-op when it is already there)."""
-    from alembic import command
-
     alembic_log = logging.getLogger("alembic")
     if alembic_log.level == logging.NOTSET:  # one line of ours rather than Alembic's chatter
         alembic_log.setLevel(logging.WARNING)
+    from alembic import command
+
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":  # two servers starting at once: one migrates, one waits
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(7205912)"))
