@@ -36,6 +36,8 @@ from frenzy.control.store import UnknownJobError
 
 TOKEN_PREFIX = "frz"
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+TOKEN_ID = re.compile(r"^t-[0-9a-f]{12}$")
+SECRET = re.compile(r"^[A-Za-z0-9_-]{20,128}$")
 HOW_TO_GET_A_TOKEN = ("an operator creates one on the server machine with `frenzy token create --user NAME`; "
                       "then run `frenzy login --token TOKEN` or set FRENZY_TOKEN")
 
@@ -104,7 +106,9 @@ def authenticate(store: TokenStore, token: str) -> Principal:
     """The user a token belongs to; AuthError if it is malformed, unknown or revoked."""
     prefix, _, rest = (token or "").strip().partition(".")
     token_id, _, secret = rest.partition(".")
-    found = store.token_hash(token_id) if prefix == TOKEN_PREFIX and token_id and secret else None
+    # Only a well-formed token reaches the database (no odd bytes or lengths in its queries).
+    well_formed = prefix == TOKEN_PREFIX and TOKEN_ID.match(token_id) and SECRET.match(secret)
+    found = store.token_hash(token_id) if well_formed else None
     # Compare against a dummy hash when the id is unknown, so both paths take the same time.
     stored = found[1] if found else "0" * 64
     if not hmac.compare_digest(hash_secret(secret), stored) or found is None:

@@ -105,11 +105,14 @@ def _private_sqlite_file(url: str) -> None:
     database = sa.engine.make_url(url).database
     if not database or database == ":memory:" or database.startswith("file:"):
         return
-    path = Path(database).expanduser()
+    path = Path(database)  # as SQLite will open it (no ~ expansion)
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True)
     elif path.parent == DEFAULT_DB_PATH.expanduser().parent and path.parent.stat().st_mode & 0o077:
-        path.parent.chmod(0o700)  # ~/.frenzy is Frenzy's own: earlier versions made it 0755
+        try:
+            path.parent.chmod(0o700)  # ~/.frenzy is Frenzy's own: earlier versions made it 0755
+        except PermissionError:
+            pass
     if not path.exists():
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):

@@ -55,7 +55,9 @@ def test_every_endpoint_but_healthz_needs_a_valid_token(secured):
     secured.store.revoke_token(secured.tokens["bob"].split(".")[1], now=1.0)
     bad_headers = [None, {"Authorization": "Bearer frz.t-000000000000.nope"},
                    {"Authorization": f"Bearer {alice[:-1]}"}, {"Authorization": f"Basic {alice}"},
-                   {"Authorization": f"Bearer frz.{record_id}"}, _as(secured, "bob")]  # bob's is revoked
+                   {"Authorization": f"Bearer frz.{record_id}"}, {"Authorization": "Bearer " + "x" * 8000},
+                   {"Authorization": f"Bearer frz.{record_id}' OR 1=1 --.{alice.split('.')[2]}"},
+                   _as(secured, "bob")]  # bob's is revoked
     for path in ("/v1/jobs", "/v1/jobs/j-x", "/v1/jobs/j-x/logs", "/v1/jobs/j-x/artifacts",
                  "/v1/cluster", "/v1/plans?model=gpt2", "/metrics"):
         for headers in bad_headers:
