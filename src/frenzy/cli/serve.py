@@ -52,8 +52,8 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
           storage: Annotated[Path, typer.Option(help="checkpoints and Ray Train results")] = Path("~/.frenzy/jobs"),
           policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy",
           metrics_auth: Annotated[bool, typer.Option(
-              "--metrics-auth/--no-metrics-auth", help="/metrics needs a token like the API (--no-metrics-auth: "
-                                                       "open, for a scraper without one)")] = True,
+              "--metrics-auth/--no-metrics-auth", help="/metrics needs an admin's token whenever the API needs "
+                                                       "tokens (--no-metrics-auth: open, for a scraper without one)")] = True,
           gpu_catalog: GpuCatalog = None) -> None:
     """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray).
 

@@ -7,7 +7,8 @@ request's token is found by its id and its secret's hash compared in constant ti
 nothing to brute-force; a slow hash would only slow every request.
 
 Rules:
-- `/healthz` is open; `/metrics` is open unless the server runs with `--metrics-auth` (the default).
+- `/healthz` is open; `/metrics` (every user's running jobs) needs an admin's token, unless the server
+  runs with `--no-metrics-auth`.
 - A server listening on loopback with no active token in its store needs no token (the zero-setup
   default): every request is the local default user, an admin. Once a token exists (or the server
   listens beyond loopback) every other endpoint needs `Authorization: Bearer <token>` (401 otherwise).
@@ -155,7 +156,7 @@ def check_listen(host: str, store: TokenStore) -> None:
 
 def fastapi_dependencies(store: TokenStore, settings: AuthSettings):
     """(user, metrics): FastAPI dependencies returning the request's Principal, raising 401 with how to
-    get a token. `metrics` lets everyone through when /metrics is configured open."""
+    get a token. `metrics` wants an admin (403 otherwise), or lets everyone through when configured open."""
     from fastapi import Depends, Header, HTTPException
     from fastapi.security import HTTPBearer
 
@@ -171,6 +172,13 @@ def fastapi_dependencies(store: TokenStore, settings: AuthSettings):
 
     def metrics(authorization: Optional[str] = Header(None, include_in_schema=False),
                 _scheme=Depends(bearer)) -> Principal:
-        return user(authorization) if settings.metrics_auth else LOCAL
+        if not settings.metrics_auth:
+            return LOCAL
+        who = user(authorization)
+        if not who.admin:  # the metrics name every user's running jobs
+            raise HTTPException(status_code=403, detail="/metrics shows every user's jobs: it needs an admin's token "
+                                "(`frenzy token create --user NAME --admin`), or a server started with "
+                                "--no-metrics-auth")
+        return who
 
     return user, metrics

@@ -67,7 +67,8 @@ def test_every_endpoint_but_healthz_needs_a_valid_token(secured):
     assert secured.post("/v1/jobs", json=BODY).status_code == 401
     assert secured.delete("/v1/jobs/j-x").status_code == 401
     assert secured.get("/v1/cluster", headers=_as(secured, "alice")).status_code == 200
-    assert secured.get("/metrics", headers=_as(secured, "alice")).status_code == 200
+    assert secured.get("/metrics", headers=_as(secured, "alice")).status_code == 403  # names others' jobs
+    assert secured.get("/metrics", headers=_as(secured, "root")).status_code == 200
     spec = secured.get("/openapi.json").json()
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
