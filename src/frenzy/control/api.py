@@ -119,8 +119,8 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) 
         return s.PlansOut(model=spec.model.name, params=spec.model.num_params,
                           model_source=spec.model.model_source, plans=[_plan_json(c) for c in choices])
 
-    @app.get("/metrics", response_class=PlainTextResponse, responses={**AUTH, 403: {"model": s.ErrorOut}}, dependencies=[Depends(metrics_user)],
-             tags=["ops"])
+    @app.get("/metrics", response_class=PlainTextResponse, responses={**AUTH, 403: {"model": s.ErrorOut}},
+             dependencies=[Depends(metrics_user)], tags=["ops"])
     def metrics():
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
