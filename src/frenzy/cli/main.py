@@ -259,6 +259,7 @@ def gpus(as_json: Json = False, gpu_catalog: GpuCatalog = None) -> None:
 from frenzy.cli.serve import register as _register_serve; _register_serve(app)  # noqa: E402,E702
 from frenzy.cli.simulate import register as _register_simulate; _register_simulate(app)  # noqa: E402,E702
 from frenzy.cli.artifacts import register as _register_artifacts; _register_artifacts(app)  # noqa: E402,E702
+from frenzy.cli.auth import register as _register_auth; _register_auth(app)  # noqa: E402,E702
 
 
 def main() -> None:

@@ -51,8 +51,14 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
           step_delay: Annotated[float, typer.Option(hidden=True, help="fake mode: sleep per step (tests)")] = 0.0,
           storage: Annotated[Path, typer.Option(help="checkpoints and Ray Train results")] = Path("~/.frenzy/jobs"),
           policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy",
+          metrics_auth: Annotated[bool, typer.Option(
+              "--metrics-auth/--no-metrics-auth", help="/metrics needs an admin's token whenever the API needs "
+                                                       "tokens (--no-metrics-auth: open, for a scraper without one)")] = True,
           gpu_catalog: GpuCatalog = None) -> None:
-    """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray)."""
+    """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray).
+
+    Beyond loopback (--host 0.0.0.0) every request needs an API token, and the server refuses to start
+    until one exists: `frenzy token create --user NAME --admin` first."""
     import os
 
     from frenzy.control.server import ServerSettings
@@ -66,7 +72,8 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
         os.environ[catalog.GPU_CATALOG_ENV] = str(Path(catalog.user_gpu_catalog()).expanduser().resolve())
 
     run(ServerSettings(host=host, port=port, db_url=db_url, ray_address=ray_address, fake_nodes=fake_cluster,
-                       fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy))
+                       fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy,
+                       metrics_auth=metrics_auth))
 
 
 def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): model and training settings")],

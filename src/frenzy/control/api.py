@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from frenzy.control import artifacts as arts
+from frenzy.control import auth as au
 from frenzy.control import schemas as s
 from frenzy.control.metrics import build_registry
 from frenzy.control.records import AttemptRecord, JobRecord
@@ -19,32 +20,41 @@ from frenzy.control.store import UnknownJobError
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
 
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
+AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"}}
 
 
-def create_app(service: ControlService) -> FastAPI:
+def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) -> FastAPI:
+    """`auth`: who must authenticate (frenzy.control.auth); default: a loopback server's rules."""
+    user, metrics_user = au.fastapi_dependencies(service.store, auth or au.AuthSettings())
+    User = Depends(user)
+
+    def own_job(job_id: str, who: au.Principal) -> JobRecord:
+        return au.visible_job(service.store.get_job(job_id), who)
+
     app = FastAPI(title="Frenzy", version="0.1.0",
                   description="Serverless LLM training: submit a model and training settings, never a GPU count. "
                               "Frenzy predicts memory (MARP), plans, places and runs the job on Ray.")
     registry, _ = build_registry(service)
     _errors(app)
 
-    @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses=ERRORS, tags=["jobs"])
-    def submit(job: s.JobIn) -> s.JobCreated:
+    @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses={**ERRORS, **AUTH}, tags=["jobs"])
+    def submit(job: s.JobIn, who: au.Principal = User) -> s.JobCreated:
         """Validate, plan against the live cluster, and queue. 422 for bad settings, 409 if nothing fits."""
-        record, choices = service.submit(JobRequest.from_json(job.to_domain_json()))
+        record, choices = service.submit(JobRequest.from_json(job.to_domain_json()), owner=who.user)
         return s.JobCreated(id=record.id, state=record.state.value, plans=[_plan_json(c) for c in choices])
 
-    @app.get("/v1/jobs", response_model=list[s.JobSummary], tags=["jobs"])
+    @app.get("/v1/jobs", response_model=list[s.JobSummary], responses=AUTH, tags=["jobs"])
     def list_jobs(state: Optional[str] = Query(None, description="only jobs in this state"),
-                  limit: int = Query(500, ge=1, le=10_000)) -> list[s.JobSummary]:
+                  limit: int = Query(500, ge=1, le=10_000), who: au.Principal = User) -> list[s.JobSummary]:
+        """Your jobs (an admin's: everyone's)."""
         from frenzy.control.states import parse_state
         states = [parse_state(state)] if state else None
-        return [_summary(j) for j in service.store.list_jobs(states, limit=limit)]
+        return [_summary(j) for j in service.store.list_jobs(states, limit=limit, owner=who.owner_filter())]
 
-    @app.get("/v1/jobs/{job_id}", response_model=s.JobDetail, responses=ERRORS, tags=["jobs"])
-    def get_job(job_id: str) -> s.JobDetail:
+    @app.get("/v1/jobs/{job_id}", response_model=s.JobDetail, responses={**ERRORS, **AUTH}, tags=["jobs"])
+    def get_job(job_id: str, who: au.Principal = User) -> s.JobDetail:
         """State, chosen plan with MARP's breakdown, placement, attempts (predicted vs observed), progress."""
-        job = service.store.get_job(job_id)
+        job = own_job(job_id, who)
         factor = None
         if job.chosen:
             factor = service.store.calibration().get((job.chosen.get("family", ""), job.gpu_type), (1.0, 0))[0]
@@ -57,41 +67,45 @@ def create_app(service: ControlService) -> FastAPI:
                                     "submit_to_placed_s": (job.placed_at - job.submitted_at) if job.placed_at
                                     else None})
 
-    @app.get("/v1/jobs/{job_id}/logs", response_model=s.LogsOut, responses=ERRORS, tags=["jobs"])
-    def logs(job_id: str, after: int = Query(0, ge=0, description="only lines after this sequence number")):
-        job = service.store.get_job(job_id)
+    @app.get("/v1/jobs/{job_id}/logs", response_model=s.LogsOut, responses={**ERRORS, **AUTH}, tags=["jobs"])
+    def logs(job_id: str, after: int = Query(0, ge=0, description="only lines after this sequence number"),
+             who: au.Principal = User):
+        job = own_job(job_id, who)
         rows = service.store.logs(job_id, after=after)
         return s.LogsOut(job_id=job_id, lines=[s.LogLine(seq=q, ts=t, line=ln) for q, t, ln in rows],
                          next_after=rows[-1][0] if rows else after, finished=job.state.is_terminal)
 
-    @app.get("/v1/jobs/{job_id}/artifacts", response_model=s.ArtifactsOut, responses=ERRORS, tags=["jobs"])
-    def artifacts(job_id: str) -> s.ArtifactsOut:
+    @app.get("/v1/jobs/{job_id}/artifacts", response_model=s.ArtifactsOut, responses={**ERRORS, **AUTH},
+             tags=["jobs"])
+    def artifacts(job_id: str, who: au.Principal = User) -> s.ArtifactsOut:
         """What the job hands back: a peft adapter or a save_pretrained model, tokenizer files, frenzy_job.json."""
-        job = service.store.get_job(job_id)
+        job = own_job(job_id, who)
         root = service.artifact_root(job_id)
         files = [s.ArtifactFile(path=p, bytes=n) for p, n in arts.list_files(root)]
         return s.ArtifactsOut(job_id=job_id, state=job.state.value, ready=arts.is_ready(root), files=files,
                               total_bytes=sum(f.bytes for f in files))
 
-    @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse, responses=ERRORS,
-             tags=["jobs"])
-    def artifact(job_id: str, path: str) -> FileResponse:
+    @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse,
+             responses={**ERRORS, **AUTH}, tags=["jobs"])
+    def artifact(job_id: str, path: str, who: au.Principal = User) -> FileResponse:
         """One artifact file, streamed. Only files inside the job's artifact folder are served."""
-        service.store.get_job(job_id)
+        own_job(job_id, who)
         target = arts.resolve(service.artifact_root(job_id), path)
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
-    @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses=ERRORS, tags=["jobs"])
-    def cancel(job_id: str) -> s.JobSummary:
+    @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses={**ERRORS, **AUTH}, tags=["jobs"])
+    def cancel(job_id: str, who: au.Principal = User) -> s.JobSummary:
         """Cancel: the loop stops its workers within a step. A finished job is returned unchanged."""
+        own_job(job_id, who)
         return _summary(service.cancel(job_id))
 
-    @app.get("/v1/cluster", response_model=s.ClusterOut, tags=["cluster"])
+    @app.get("/v1/cluster", response_model=s.ClusterOut, responses=AUTH, dependencies=[User], tags=["cluster"])
     def cluster() -> s.ClusterOut:
         view = service.cluster()
         return s.ClusterOut(nodes=[s.NodeOut(**n) for n in view.nodes], gpu_types=view.by_type)
 
-    @app.get("/v1/plans", response_model=s.PlansOut, responses=ERRORS, tags=["plans"])
+    @app.get("/v1/plans", response_model=s.PlansOut, responses={**ERRORS, **AUTH}, dependencies=[User],
+             tags=["plans"])
     def plans(model: str, global_batch: int = 8, seq_len: int = 512, steps: int = 10,
               precision: str = "bf16-mixed", method: str = "full", optimizer: str = "adamw",
               objective: str = "time", max_gpus: Optional[int] = None,
@@ -105,7 +119,8 @@ def create_app(service: ControlService) -> FastAPI:
         return s.PlansOut(model=spec.model.name, params=spec.model.num_params,
                           model_source=spec.model.model_source, plans=[_plan_json(c) for c in choices])
 
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+    @app.get("/metrics", response_class=PlainTextResponse, responses={**AUTH, 403: {"model": s.ErrorOut}},
+             dependencies=[Depends(metrics_user)], tags=["ops"])
     def metrics():
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -150,7 +165,7 @@ def _summary(job: JobRecord) -> s.JobSummary:
                         gpu_type=job.gpu_type, num_gpus=job.chosen["num_gpus"] if job.chosen else None,
                         plan=job.chosen.get("describe") if job.chosen else None, attempts=job.attempts,
                         step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"), eval_loss=p.get("eval_loss"),
-                        at_risk=job.at_risk, submitted_at=job.submitted_at)
+                        at_risk=job.at_risk, submitted_at=job.submitted_at, owner=job.owner)
 
 
 def _attempt(a: AttemptRecord) -> s.AttemptOut:

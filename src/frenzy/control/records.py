@@ -7,6 +7,10 @@ from typing import Any
 
 from frenzy.control.states import AttemptOutcome, JobState
 
+# Who owns what is submitted on a loopback server without any token (the zero-setup default), and
+# the jobs of a store created before users existed.
+LOCAL_USER = "local"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptRecord:
@@ -59,7 +63,22 @@ class JobRecord:
     placed_at: float | None = None  # first placement (for submit-to-placed latency)
     started_at: float | None = None
     finished_at: float | None = None
+    owner: str = LOCAL_USER  # the submitting user (frenzy_users.name)
 
     @property
     def gpu_type(self) -> str | None:
         return self.chosen["gpu_type"] if self.chosen else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenRecord:
+    """An API token as the store keeps it: its id and owner, never the token itself (only its hash)."""
+    id: str
+    user: str
+    admin: bool  # the user's role (tokens carry no role of their own)
+    created_at: float
+    revoked_at: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -95,6 +95,7 @@ class JobSummary(BaseModel):
     eval_loss: Optional[float] = Field(None, description="the latest validation loss, when the job has a validation set")
     at_risk: bool
     submitted_at: float
+    owner: str = Field("local", description="the user who submitted it (an admin sees everyone's jobs)")
 
 
 class AttemptOut(BaseModel):

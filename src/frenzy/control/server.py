@@ -27,6 +27,7 @@ class ServerSettings:
     fake_gpu: bool = False  # the cluster at ray_address is a fake-GPU one (CPU workers, gloo)
     storage_root: Path = Path("~/.frenzy/jobs")
     policy: str = "frenzy"
+    metrics_auth: bool = True  # /metrics needs a token whenever the API does (frenzy.control.auth)
     tick_s: float = 0.5
     step_delay_s: float = 0.0
     loop: LoopSettings = field(default_factory=LoopSettings)
@@ -35,6 +36,14 @@ class ServerSettings:
 def build(settings: ServerSettings):
     """(service, app, cleanup) for these settings; the caller runs the app."""
     from frenzy.control.api import create_app
+    from frenzy.control.auth import AuthSettings, check_listen
+
+    store = SqlJobStore(settings.db_url)  # first: no Ray cluster is started for a server that is refused
+    try:
+        check_listen(settings.host, store)
+    except SystemExit:
+        store.close()
+        raise
     from frenzy.executor import ray_env
 
     cluster = None
@@ -51,13 +60,12 @@ def build(settings: ServerSettings):
     if not address:
         raise SystemExit("no Ray cluster: pass --ray-address HOST:PORT (or set FRENZY_RAY_ADDRESS), "
                          "or --fake-cluster demo for a local fake-GPU cluster")
-    store = SqlJobStore(settings.db_url)
     executor = RayExecutor(address=address, storage_root=settings.storage_root, fake_cluster=fake)
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(
         policy=settings.policy, storage_root=settings.storage_root, fake_gpu=fake,
         step_delay_s=settings.step_delay_s))
     service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s)
-    app = create_app(service)
+    app = create_app(service, auth=AuthSettings.for_host(settings.host, metrics_auth=settings.metrics_auth))
 
     def cleanup():
         service.stop()
@@ -73,6 +81,9 @@ def serve(settings: ServerSettings) -> None:
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Everything the server creates (job store, checkpoints, artifacts, a fake cluster's files) is the
+    # operator's alone: no other local user reads a job's data or the store's token hashes.
+    os.umask(0o077)
     service, app, cleanup, address = build(settings)
     log.info("Ray cluster %s; job store %s", address, service.store.url)
     service.start()

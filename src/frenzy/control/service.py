@@ -13,7 +13,7 @@ from frenzy.control.data_check import check_data
 from frenzy.control.loop import ControlLoop
 from frenzy.control.planner import ClusterShape, plan_request
 from frenzy.control.ports import Clock, Executor, JobStore
-from frenzy.control.records import JobRecord
+from frenzy.control.records import LOCAL_USER, JobRecord
 from frenzy.control.request import JobRequest
 from frenzy.control.states import JobState
 from frenzy.core.job import JobSpec
@@ -80,11 +80,11 @@ class ControlService:
         return spec, plan_request(request, spec, self.shape(),
                                   lambda gpu: calibration.get((family, gpu), (1.0, 0))[0])
 
-    def submit(self, request: JobRequest) -> tuple[JobRecord, list[PlanChoice]]:
+    def submit(self, request: JobRequest, owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:
         request, data = check_data(request)
         _, choices = self.plan(request)
         job = self.store.create_job(name=request.display_name(), request=request.to_json(),
-                                    priority=request.priority, now=self.clock.now())
+                                    priority=request.priority, now=self.clock.now(), owner=owner)
         lines = [f"[frenzy] submitted {job.name}: {len(choices)} runnable plan(s)"]
         lines += [f"[frenzy] {line}" for line in (data.lines() if data else [])]
         self.store.append_logs(job.id, lines, now=self.clock.now())

@@ -2,6 +2,9 @@
 
 Every state change goes through `transition`, which checks the state machine inside the same
 transaction that writes it, so a crash never leaves a job in a state the machine cannot reach.
+The schema is Alembic-managed (frenzy/control/migrations): opening a store upgrades it to the latest
+revision, and the tables below must equal what the migrations build (a unit test compares them).
+A SQLite file is created private (0600, in a 0700 folder): it holds every job and the token hashes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from frenzy.control.records import AttemptRecord, JobRecord
+from frenzy.control.records import LOCAL_USER, AttemptRecord, JobRecord, TokenRecord
 from frenzy.control.states import AttemptOutcome, JobState, check_transition
 
 DEFAULT_DB_PATH = Path("~/.frenzy/frenzy.db")
@@ -42,6 +45,7 @@ jobs = sa.Table(
     sa.Column("placed_at", sa.Float),
     sa.Column("started_at", sa.Float),
     sa.Column("finished_at", sa.Float),
+    sa.Column("owner", sa.String(64), nullable=False, server_default=LOCAL_USER, index=True),
 )
 attempts = sa.Table(
     "frenzy_attempts", metadata,
@@ -71,6 +75,20 @@ calibration = sa.Table(
     sa.Column("samples", sa.Integer, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+users = sa.Table(
+    "frenzy_users", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+tokens = sa.Table(
+    "frenzy_tokens", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("user_name", sa.String(64), sa.ForeignKey("frenzy_users.name"), nullable=False, index=True),
+    sa.Column("token_hash", sa.String(64), nullable=False),  # sha256 hex of the secret part
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("revoked_at", sa.Float),
+)
 
 
 def default_url() -> str:
@@ -78,9 +96,28 @@ def default_url() -> str:
     url = os.environ.get(DB_URL_ENV)
     if url:
         return url
-    path = DEFAULT_DB_PATH.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
+    return f"sqlite:///{DEFAULT_DB_PATH.expanduser()}"
+
+
+def _private_sqlite_file(url: str) -> None:
+    """Create a SQLite database file 0600 in a 0700 folder before SQLite does (SQLite gives its -wal
+    and -shm files the database file's mode), and narrow an existing one that is wider."""
+    database = sa.engine.make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)  # as SQLite will open it (no ~ expansion)
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)
+    elif path.parent == DEFAULT_DB_PATH.expanduser().parent and path.parent.stat().st_mode & 0o077:
+        try:
+            path.parent.chmod(0o700)  # ~/.frenzy is Frenzy's own: earlier versions made it 0755
+        except PermissionError:
+            pass
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if f.exists() and f.stat().st_mode & 0o077 and f.stat().st_uid == os.getuid():
+            f.chmod(0o600)
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -110,14 +147,17 @@ class SqlJobStore:
     """JobStore on any SQLAlchemy URL. Thread-safe: each call uses its own connection."""
 
     def __init__(self, url: str | None = None):
+        from frenzy.control.migrations import upgrade
+
         self.url = url or default_url()
         kwargs: dict[str, Any] = {}
         if self.url.startswith("sqlite"):
+            _private_sqlite_file(self.url)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine = sa.create_engine(self.url, **kwargs)
         if self.url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        upgrade(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -125,9 +165,9 @@ class SqlJobStore:
     # ---- jobs -----------------------------------------------------------------------------
 
     def create_job(self, *, name: str, request: dict, priority: int, now: float,
-                   plans: Iterable[dict] = ()) -> JobRecord:
+                   plans: Iterable[dict] = (), owner: str = LOCAL_USER) -> JobRecord:
         job_id = "j-" + uuid.uuid4().hex[:10]
-        row = dict(id=job_id, name=name, state=JobState.QUEUED.value, request=request, priority=priority,
+        row = dict(id=job_id, name=name, owner=owner, state=JobState.QUEUED.value, request=request, priority=priority,
                    submitted_at=now, updated_at=now, plans=list(plans), chosen=None, allocation=[],
                    attempts=0, cancel_requested=False, failure_reason="", progress={}, at_risk=False,
                    placed_at=None, started_at=None, finished_at=None)
@@ -143,15 +183,18 @@ class SqlJobStore:
         return _job(row)
 
     def list_jobs(self, states: Iterable[JobState] | None = None, limit: int | None = None, *,
-                  light: bool = False, cancel_requested: bool | None = None) -> list[JobRecord]:
-        """Jobs in submission order. `light` skips the JSON columns (request, plans, chosen,
-        progress): the loop's per-step scans of a long queue need only states and allocations."""
+                  light: bool = False, cancel_requested: bool | None = None,
+                  owner: str | None = None) -> list[JobRecord]:
+        """Jobs in submission order (only `owner`'s if given). `light` skips the JSON columns (request,
+        plans, chosen, progress): the loop's per-step scans of a long queue need only states and allocations."""
         columns = [c for c in jobs.c if c.name not in _HEAVY] if light else [jobs]
         query = sa.select(*columns).order_by(jobs.c.submitted_at, jobs.c.id)
         if states is not None:
             query = query.where(jobs.c.state.in_([s.value for s in states]))
         if cancel_requested is not None:
             query = query.where(jobs.c.cancel_requested == cancel_requested)
+        if owner is not None:
+            query = query.where(jobs.c.owner == owner)
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
@@ -244,6 +287,52 @@ class SqlJobStore:
                 conn.execute(calibration.insert().values(family=family, gpu_type=gpu_type, factor=factor,
                                                          samples=samples, updated_at=now))
 
+    # ---- users and tokens (the token itself never reaches the store: frenzy.control.auth hashes it) --
+
+    def add_token(self, *, token_id: str, user: str, token_hash: str, admin: bool | None, now: float) -> TokenRecord:
+        """A token for `user`, created with the user if new. `admin` sets the user's role (None keeps it;
+        a new user is not an admin unless asked)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(users.select().where(users.c.name == user).with_for_update()).mappings().first()
+            if row is None:
+                conn.execute(users.insert().values(name=user, admin=bool(admin), created_at=now))
+            elif admin is not None and bool(row["admin"]) != admin:
+                conn.execute(users.update().where(users.c.name == user).values(admin=admin))
+            conn.execute(tokens.insert().values(id=token_id, user_name=user, token_hash=token_hash, created_at=now,
+                                                revoked_at=None))
+        return next(t for t in self.list_tokens(include_revoked=True) if t.id == token_id)
+
+    def list_tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]:
+        query = (sa.select(tokens.c.id, tokens.c.user_name, users.c.admin, tokens.c.created_at, tokens.c.revoked_at)
+                 .join(users, users.c.name == tokens.c.user_name).order_by(tokens.c.created_at, tokens.c.id))
+        if not include_revoked:
+            query = query.where(tokens.c.revoked_at.is_(None))
+        with self.engine.connect() as conn:
+            return [TokenRecord(id=r.id, user=r.user_name, admin=bool(r.admin), created_at=r.created_at,
+                                revoked_at=r.revoked_at) for r in conn.execute(query)]
+
+    def token_hash(self, token_id: str) -> tuple[TokenRecord, str] | None:
+        """The active token `token_id` and its stored hash, or None (unknown or revoked)."""
+        query = (sa.select(tokens.c.id, tokens.c.user_name, users.c.admin, tokens.c.created_at, tokens.c.token_hash)
+                 .join(users, users.c.name == tokens.c.user_name)
+                 .where((tokens.c.id == token_id) & tokens.c.revoked_at.is_(None)))
+        with self.engine.connect() as conn:
+            r = conn.execute(query).first()
+        if r is None:
+            return None
+        return TokenRecord(id=r.id, user=r.user_name, admin=bool(r.admin), created_at=r.created_at), r.token_hash
+
+    def revoke_token(self, token_id: str, *, now: float) -> bool:
+        """True if an active token was revoked."""
+        with self.engine.begin() as conn:
+            return conn.execute(tokens.update().where((tokens.c.id == token_id) & tokens.c.revoked_at.is_(None))
+                                .values(revoked_at=now)).rowcount > 0
+
+    def has_tokens(self) -> bool:
+        """Whether any token is active: then every request must authenticate, even on loopback."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(tokens.c.id).where(tokens.c.revoked_at.is_(None)).limit(1)).first() is not None
+
 
 _JSON_PAIRS = ("allocation",)
 _HEAVY = ("request", "plans", "chosen", "progress")
@@ -256,6 +345,8 @@ def _columns(fields: dict) -> dict:
             raise ValueError(f"unknown job column '{key}'")
         if key in _JSON_PAIRS:
             value = [list(p) for p in value]
+        elif key == "owner":
+            raise ValueError("a job's owner is set when it is created and never changes")
         elif key == "plans":
             value = list(value)
         out[key] = value
@@ -269,7 +360,7 @@ def _job(row) -> JobRecord:
                      attempts=row["attempts"], cancel_requested=bool(row["cancel_requested"]),
                      failure_reason=row["failure_reason"], progress=dict(row.get("progress") or {}),
                      at_risk=bool(row["at_risk"]), placed_at=row["placed_at"], started_at=row["started_at"],
-                     finished_at=row["finished_at"])
+                     finished_at=row["finished_at"], owner=row["owner"])
 
 
 def _attempt_row(a: AttemptRecord) -> dict:

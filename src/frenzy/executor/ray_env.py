@@ -39,7 +39,7 @@ def ensure_token() -> Path | None:
         return None
     path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or DEFAULT_TOKEN_PATH).expanduser()
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
@@ -60,6 +60,9 @@ def configure(*, fake_cluster: bool) -> str:
     if fake_cluster:
         # Keep every Ray address on 127.0.0.1: Ray otherwise advertises the machine's outward IP.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # Gloo's sockets bind to the address the host name resolves to, often the outward one: keep the
+        # fake cluster's workers on loopback (their rendezvous store is on the node's 127.0.0.1: rendezvous.py).
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Ray workers on nodes this process starts inherit it before they initialise CUDA.
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", CUDA_ALLOCATOR_CONF)

@@ -76,14 +76,17 @@ class AttemptRunner:
 
     def _run(self) -> None:
         from ray.train import FailureConfig, RunConfig
-        from ray.train.torch import TorchConfig, TorchTrainer
+        from ray.train.torch import TorchTrainer
+
+        from frenzy.executor.rendezvous import BoundTorchConfig
 
         launch = self.launch
         fake = launch["worker_config"]["fake_gpu"]
         trainer = TorchTrainer(
             placement.train_after_reporting_placement_group, train_loop_config=launch["worker_config"],
             scaling_config=scaling_config(launch),
-            torch_config=TorchConfig(backend="gloo" if fake else "nccl"),
+            # the rendezvous store listens on rank 0's node address, not on every interface
+            torch_config=BoundTorchConfig(backend="gloo" if fake else "nccl"),
             run_config=RunConfig(name=f"{launch['job_id']}-attempt-{launch['attempt']}",
                                  storage_path=self.storage_path,
                                  # Frenzy re-plans; Ray retries only a start whose GPUs are slow to free

@@ -1,0 +1,110 @@
+"""`frenzy token create | list | revoke` (operator, on the server machine) and `frenzy login` (user).
+
+Token commands open the job store directly (`--db-url`, default $FRENZY_DB_URL or the SQLite file in
+~/.frenzy), not an admin API: the first token cannot come from an API that needs one, and whoever can
+open the store is the operator anyway. A token is printed once; the store keeps only its hash.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from frenzy.cli.serve import Url, console
+
+token_app = typer.Typer(help="API tokens (run on the server machine: they are written to the job store).",
+                        no_args_is_help=True)
+DbUrl = Annotated[Optional[str], typer.Option(help="the server's job store (default $FRENZY_DB_URL or sqlite "
+                                                   "~/.frenzy/frenzy.db)")]
+
+
+def _store(db_url):
+    from frenzy.control.store import SqlJobStore
+    return SqlJobStore(db_url)
+
+
+@token_app.command("create")
+def create(user: Annotated[str, typer.Option(help="the user the token authenticates (created if new)")],
+           admin: Annotated[Optional[bool], typer.Option(
+               "--admin/--no-admin", help="make the user an admin (sees and cancels every job) or not; "
+                                         "default: a new user is not, an existing one keeps its role")] = None,
+           db_url: DbUrl = None) -> None:
+    """Create a token for USER and print it (once: only its hash is stored)."""
+    from frenzy.control.auth import create_token
+
+    store = _store(db_url)
+    try:
+        record, token = create_token(store, user, admin=admin)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    finally:
+        store.close()
+    typer.echo(token)
+    typer.echo(f"token {record.id} for {record.user}{' (admin)' if record.admin else ''}; it is shown only "
+               "now. The user runs `frenzy login --token ...` or sets FRENZY_TOKEN.", err=True)
+
+
+@token_app.command("list")
+def list_(all_: Annotated[bool, typer.Option("--all", help="revoked tokens too")] = False,
+          db_url: DbUrl = None) -> None:
+    """Tokens: id, user, role, created, revoked (never the token)."""
+    store = _store(db_url)
+    try:
+        rows = store.list_tokens(include_revoked=all_)
+    finally:
+        store.close()
+    table = Table("id", "user", "role", "created", "revoked")
+    for t in rows:
+        table.add_row(t.id, t.user, "admin" if t.admin else "user", _when(t.created_at), _when(t.revoked_at))
+    console.print(table)
+
+
+@token_app.command("revoke")
+def revoke(token_id: Annotated[str, typer.Argument(help="the token's id (`frenzy token list`)")],
+           db_url: DbUrl = None) -> None:
+    """Revoke a token: the next request that sends it gets a 401."""
+    store = _store(db_url)
+    try:
+        revoked = store.revoke_token(token_id, now=time.time())
+    finally:
+        store.close()
+    if not revoked:
+        typer.secho(f"error: no active token '{token_id}'; see `frenzy token list --all`", fg=typer.colors.RED,
+                    err=True)
+        raise typer.Exit(2)
+    console.print(f"revoked {token_id}")
+
+
+def login(token: Annotated[Optional[str], typer.Option(help="the token `frenzy token create` printed "
+                                                            "(asked for, unechoed, when left out)")] = None,
+          url: Url = None) -> None:
+    """Save a token in ~/.frenzy/credentials (0600) for the frenzy commands, and check it with the server."""
+    from frenzy.cli.client import ApiError, Client, write_credentials
+
+    if token is None:
+        token = typer.prompt("token", hide_input=True)
+    token = token.strip()
+    path = write_credentials(token)
+    console.print(f"saved the token in {path} (mode 600)")
+    try:
+        Client(url, token=token).jobs()
+    except ApiError as exc:
+        if exc.status == 0:
+            console.print(f"not checked: {exc.detail}")
+            return
+        typer.secho(f"error: the server refused the token: {exc.detail}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    console.print("the server accepts it")
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(token_app, name="token")
+    app.command()(login)
