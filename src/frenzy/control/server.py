@@ -9,6 +9,8 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frenzy.control.inputs import InputPolicy
+from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES
 from frenzy.control.loop import ControlLoop, LoopSettings
 from frenzy.control.ports import SystemClock
 from frenzy.control.service import ControlService
@@ -30,6 +32,9 @@ class ServerSettings:
     tick_s: float = 0.5
     step_delay_s: float = 0.0
     loop: LoopSettings = field(default_factory=LoopSettings)
+    data_roots: tuple[Path, ...] = ()  # folders requests may name files in (plus FRENZY_DATA_ROOTS)
+    max_data_bytes: int | None = None  # largest data file read (None: frenzy.control.inputs' 1 GiB)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # largest request body (413 beyond)
 
 
 def build(settings: ServerSettings):
@@ -51,13 +56,15 @@ def build(settings: ServerSettings):
     if not address:
         raise SystemExit("no Ray cluster: pass --ray-address HOST:PORT (or set FRENZY_RAY_ADDRESS), "
                          "or --fake-cluster demo for a local fake-GPU cluster")
+    inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)  # before anything starts
     store = SqlJobStore(settings.db_url)
     executor = RayExecutor(address=address, storage_root=settings.storage_root, fake_cluster=fake)
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(
         policy=settings.policy, storage_root=settings.storage_root, fake_gpu=fake,
         step_delay_s=settings.step_delay_s))
-    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s)
-    app = create_app(service)
+    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s,
+                             inputs=inputs)
+    app = create_app(service, max_body_bytes=settings.max_body_bytes)
 
     def cleanup():
         service.stop()
@@ -74,7 +81,8 @@ def serve(settings: ServerSettings) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service, app, cleanup, address = build(settings)
-    log.info("Ray cluster %s; job store %s", address, service.store.url)
+    log.info("Ray cluster %s; job store %s; data roots: %s", address, service.store.url,
+             service.inputs.describe_roots())
     service.start()
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the previous handler; a
     # no-op one lets the cleanup below (loop, Ray connection, fake cluster) run to the end.

@@ -24,6 +24,7 @@ from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma,
                                        parse_smollm3, parse_starcoder2)
 from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, parse_qwen2_moe, parse_qwen3_moe
 from frenzy.core.parsers_recent_moe import parse_gpt_oss, parse_llama4, parse_llama4_text
+from frenzy.core.safe_read import read_regular
 
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
@@ -100,9 +101,10 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
     if path.suffix == ".json" or path.exists():
         if not path.exists():
             raise InvalidConfigError(f"config file {path} does not exist; pass a catalog name or a config.json path")
+        raw = read_regular(path, max_bytes=hf_cache.MAX_CONFIG_BYTES, what="config file")
         try:
-            cfg = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+            cfg = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InvalidConfigError(f"{path} is not valid JSON ({exc}); pass a Hugging Face config.json") from exc
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")

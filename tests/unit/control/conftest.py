@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
 from frenzy.control.api import create_app
+from frenzy.control.inputs import InputPolicy
 from frenzy.control.loop import ControlLoop, LoopSettings
 from frenzy.control.service import ControlService
 from frenzy.control.store import SqlJobStore
 from frenzy.core.units import GiB
 from tests.unit.control.fakes import FakeClock, InProcessExecutor, node
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.fixture
@@ -20,7 +25,10 @@ def client(tmp_path):
                                   node("small-0", "A10G-24G", 4, int(1.5 * GiB))])
     clock = FakeClock()
     loop = ControlLoop(store=store, executor=executor, clock=clock, settings=LoopSettings(storage_root=tmp_path))
-    service = ControlService(store=store, executor=executor, clock=clock, loop=loop)
+    # Requests may name files in the repository's examples/ and the test's own folder, as a server
+    # started with --data-root for each would allow.
+    inputs = InputPolicy(roots=(EXAMPLES, tmp_path))
+    service = ControlService(store=store, executor=executor, clock=clock, loop=loop, inputs=inputs)
     client = TestClient(create_app(service))
     client.loop, client.executor = loop, executor
     return client
