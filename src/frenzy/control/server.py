@@ -15,6 +15,7 @@ from frenzy.control.loop import ControlLoop, LoopSettings
 from frenzy.control.ports import SystemClock
 from frenzy.control.service import ControlService
 from frenzy.control.store import SqlJobStore
+from frenzy.core.errors import InvalidConfigError
 
 log = logging.getLogger("frenzy.server")
 
@@ -42,6 +43,10 @@ def build(settings: ServerSettings):
     from frenzy.control.api import create_app
     from frenzy.executor import ray_env
 
+    try:  # a bad root is reported before anything starts
+        inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)
+    except InvalidConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     cluster = None
     address = settings.ray_address or os.environ.get("FRENZY_RAY_ADDRESS")
     fake = settings.fake_nodes is not None or settings.fake_gpu
@@ -56,7 +61,6 @@ def build(settings: ServerSettings):
     if not address:
         raise SystemExit("no Ray cluster: pass --ray-address HOST:PORT (or set FRENZY_RAY_ADDRESS), "
                          "or --fake-cluster demo for a local fake-GPU cluster")
-    inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)  # before anything starts
     store = SqlJobStore(settings.db_url)
     executor = RayExecutor(address=address, storage_root=settings.storage_root, fake_cluster=fake)
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(
