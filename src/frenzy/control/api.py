@@ -134,10 +134,15 @@ def _declare_errors(app: FastAPI) -> None:
         if not isinstance(route, APIRoute):
             continue
         route.responses = dict(route.responses)  # routes share ERRORS: declare per route
+        # A schema reference, not {"model": ...}: a route turns models into fields when it is built.
+        # ErrorOut is in the document's components through ERRORS.
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
         if route.body_field is not None:
-            route.responses.setdefault(413, {"model": s.ErrorOut, "description": "request body too large"})
+            route.responses.setdefault(400, {"description": "the body cannot be parsed (not UTF-8 JSON)",
+                                             "content": error})
+            route.responses.setdefault(413, {"description": "request body too large", "content": error})
         if route.body_field is not None or route.dependant.query_params or route.dependant.path_params:
-            route.responses.setdefault(422, {"model": s.ErrorOut, "description": "what to change"})
+            route.responses.setdefault(422, {"description": "what to change", "content": error})
 
 
 def _error(status: int, detail: str, errors: list[dict] | None = None) -> JSONResponse:
