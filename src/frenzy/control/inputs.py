@@ -31,6 +31,7 @@ DEFAULT_MAX_DATA_BYTES = 1 << 30  # 1 GiB: the server reads and tokenises the wh
 MAX_FOLDER_ENTRIES = 10_000  # a model folder holds tens of files; more is not a model folder
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt")  # not read here
 SHOWN_CHARS = 200  # how much of a refused value an error message repeats
+MAX_NAME_CHARS = 200  # Hub repo ids are at most 96 + 1 + 96 characters
 
 
 class InputRefusedError(InvalidConfigError):
@@ -126,6 +127,9 @@ class InputPolicy:
                 # load_config would read it as a path: it must be under a root like any other path.
                 raise self._refuse("model", value, "a catalog model, a model in the server's Hugging Face cache, "
                                                    "or a config.json / model folder")
+            if len(value) > MAX_NAME_CHARS:  # no model is named so; and suggesting names for it is slow
+                raise self._refuse("model", value, "a catalog model, a model in the server's Hugging Face "
+                                                   "cache, or a config.json / model folder")
             return value  # a name: the catalog or the Hugging Face cache answers (with suggestions)
         if real.is_dir():
             self._check_folder(real, value)

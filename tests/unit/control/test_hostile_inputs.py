@@ -211,3 +211,14 @@ def test_deep_json_is_a_4xx(client):
         nested = [nested]
     r = client.post("/v1/jobs", json={"hf_config": {"model_type": "llama", "a": nested}})
     assert r.status_code == 422 and "nests deeper" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "x" * 4000},  # a name no model has: refused before suggesting names for it
+    {"model": "meta-llama/" + "x" * 4000},
+    {"model": "a" * 300},
+    {"hf_config": {**json.loads(TINY_CONFIG.read_text()), "num_hidden_layers": 10**9}},
+    {"hf_config": {**json.loads(TINY_CONFIG.read_text()), "hidden_size": 10**12}},
+])
+def test_models_no_one_trains_are_refused_at_once(client, body):
+    _refused(client, body)
