@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, respons
 from tests.unit.control.conftest import build_client  # noqa: E402
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
-EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}
+EXAMPLES = {GenerationMode.POSITIVE: 40, GenerationMode.NEGATIVE: 25}
 
 
 def test_openapi_declares_one_error_shape(tmp_path):
