@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -22,6 +22,9 @@ from frenzy.control.service import ControlService
 from frenzy.control.store import UnknownJobError
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
 
+# Job ids are "j-" and hex; any printable id the store's 32-character column holds is looked up (and
+# is a 404 when unknown), while a NUL or a longer string never reaches the database.
+JobId = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_.-]+$", description="a job id, e.g. j-0123456789")]
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
 
 
@@ -47,7 +50,7 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
         return [_summary(j) for j in service.store.list_jobs(states, limit=limit)]
 
     @app.get("/v1/jobs/{job_id}", response_model=s.JobDetail, responses=ERRORS, tags=["jobs"])
-    def get_job(job_id: str) -> s.JobDetail:
+    def get_job(job_id: JobId) -> s.JobDetail:
         """State, chosen plan with MARP's breakdown, placement, attempts (predicted vs observed), progress."""
         job = service.store.get_job(job_id)
         factor = None
@@ -63,14 +66,15 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
                                     else None})
 
     @app.get("/v1/jobs/{job_id}/logs", response_model=s.LogsOut, responses=ERRORS, tags=["jobs"])
-    def logs(job_id: str, after: int = Query(0, ge=0, description="only lines after this sequence number")):
+    def logs(job_id: JobId, after: int = Query(0, ge=0, le=2**63 - 1,
+                                                        description="only lines after this sequence number")):
         job = service.store.get_job(job_id)
         rows = service.store.logs(job_id, after=after)
         return s.LogsOut(job_id=job_id, lines=[s.LogLine(seq=q, ts=t, line=ln) for q, t, ln in rows],
                          next_after=rows[-1][0] if rows else after, finished=job.state.is_terminal)
 
     @app.get("/v1/jobs/{job_id}/artifacts", response_model=s.ArtifactsOut, responses=ERRORS, tags=["jobs"])
-    def artifacts(job_id: str) -> s.ArtifactsOut:
+    def artifacts(job_id: JobId) -> s.ArtifactsOut:
         """What the job hands back: a peft adapter or a save_pretrained model, tokenizer files, frenzy_job.json."""
         job = service.store.get_job(job_id)
         root = service.artifact_root(job_id)
@@ -80,14 +84,14 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
 
     @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse, responses=ERRORS,
              tags=["jobs"])
-    def artifact(job_id: str, path: str) -> FileResponse:
+    def artifact(job_id: JobId, path: str) -> FileResponse:
         """One artifact file, streamed. Only files inside the job's artifact folder are served."""
         service.store.get_job(job_id)
         target = arts.resolve(service.artifact_root(job_id), path)
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
     @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses=ERRORS, tags=["jobs"])
-    def cancel(job_id: str) -> s.JobSummary:
+    def cancel(job_id: JobId) -> s.JobSummary:
         """Cancel: the loop stops its workers within a step. A finished job is returned unchanged."""
         return _summary(service.cancel(job_id))
 

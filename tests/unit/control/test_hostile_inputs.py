@@ -222,3 +222,13 @@ def test_deep_json_is_a_4xx(client):
 ])
 def test_models_no_one_trains_are_refused_at_once(client, body):
     _refused(client, body)
+
+
+def test_ids_and_sequence_numbers_beyond_the_stores_columns_are_a_422(client):
+    job = client.post("/v1/jobs", json={"model": "gpt2", "steps": 2}).json()["id"]
+    for url in (f"/v1/jobs/{job}/logs?after={2**64}", "/v1/jobs/j-%00x", f"/v1/jobs/{'j' * 33}",
+                f"/v1/jobs/{'j' * 33}/logs", "/v1/jobs/j-%0a/artifacts"):
+        r = _timed(client.get, url)
+        assert r.status_code == 422 and r.json()["errors"], (url, r.text)
+    assert client.get("/v1/jobs/j-unknown").status_code == 404
+    assert client.get(f"/v1/jobs/{job}/logs?after=5").status_code == 200
