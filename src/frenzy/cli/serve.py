@@ -52,7 +52,7 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
           storage: Annotated[Path, typer.Option(help="checkpoints and Ray Train results")] = Path("~/.frenzy/jobs"),
           policy: Annotated[str, typer.Option(help="scheduling policy")] = "frenzy",
           data_root: Annotated[Optional[list[Path]], typer.Option(
-              "--data-root", help="a folder whose files (models, data) jobs may name; repeatable, also "
+              "--data-root", metavar="DIR", help="a folder whose files (models, data) jobs may name; repeatable, also "
                                   "$FRENZY_DATA_ROOTS. None by default: only catalog names, the local Hugging "
                                   "Face cache and inline configs")] = None,
           max_data_bytes: Annotated[Optional[int], typer.Option(
