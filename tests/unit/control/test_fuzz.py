@@ -5,6 +5,8 @@ derandomized, so `make test` runs the same cases in well under a minute."""
 
 from __future__ import annotations
 
+import resource
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis", reason="the fuzz test needs the dev extra (schemathesis)")
@@ -36,8 +38,14 @@ def test_openapi_declares_one_error_shape(tmp_path):
                 assert "413" in op["responses"], (method, path)
 
 
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def test_generated_requests_get_no_5xx_and_answers_match_the_schema(tmp_path):
     client = build_client(tmp_path)
+    client.get("/healthz")
+    before = _peak_rss_bytes()
     app = client.app
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     ran = 0
@@ -58,3 +66,6 @@ def test_generated_requests_get_no_5xx_and_answers_match_the_schema(tmp_path):
             ran += 1
     assert ran >= 11 + 3  # every route with valid inputs; the body and the query parameters with invalid ones
     assert client.get("/healthz").json()["ok"]
+    # The server's memory stays bounded: what every request may read or store is capped (the peak
+    # of this whole test process, which also holds the fuzzer, grows by far less than 1 GiB).
+    assert _peak_rss_bytes() - before < 1 << 30
