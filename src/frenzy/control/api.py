@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import re
+from typing import Optional
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -22,14 +23,16 @@ from frenzy.control.service import ControlService
 from frenzy.control.store import UnknownJobError
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
 
-# Job ids are "j-" and hex; any printable id the store's 32-character column holds is looked up (and
-# is a 404 when unknown), while a NUL or a longer string never reaches the database.
-JobId = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_.-]+$", description="a job id, e.g. j-0123456789")]
+# Job ids are "j-" and hex: an id the store's 32-character column could hold is looked up (a 404 when
+# unknown), while a NUL, a control character or a longer string never reaches the database; nor does
+# a sequence number beyond its 64-bit integers.
+JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+MAX_SEQUENCE = 2**63 - 1
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
 
 
 def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    app = FastAPI(title="Frenzy", version="0.1.0",
+    app = FastAPI(title="Frenzy", version="0.1.0", dependencies=[Depends(_bounded_keys)],
                   description="Serverless LLM training: submit a model and training settings, never a GPU count. "
                               "Frenzy predicts memory (MARP), plans, places and runs the job on Ray.")
     registry, _ = build_registry(service)
@@ -50,7 +53,7 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
         return [_summary(j) for j in service.store.list_jobs(states, limit=limit)]
 
     @app.get("/v1/jobs/{job_id}", response_model=s.JobDetail, responses=ERRORS, tags=["jobs"])
-    def get_job(job_id: JobId) -> s.JobDetail:
+    def get_job(job_id: str) -> s.JobDetail:
         """State, chosen plan with MARP's breakdown, placement, attempts (predicted vs observed), progress."""
         job = service.store.get_job(job_id)
         factor = None
@@ -66,15 +69,14 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
                                     else None})
 
     @app.get("/v1/jobs/{job_id}/logs", response_model=s.LogsOut, responses=ERRORS, tags=["jobs"])
-    def logs(job_id: JobId, after: int = Query(0, ge=0, le=2**63 - 1,
-                                                        description="only lines after this sequence number")):
+    def logs(job_id: str, after: int = Query(0, ge=0, description="only lines after this sequence number")):
         job = service.store.get_job(job_id)
         rows = service.store.logs(job_id, after=after)
         return s.LogsOut(job_id=job_id, lines=[s.LogLine(seq=q, ts=t, line=ln) for q, t, ln in rows],
                          next_after=rows[-1][0] if rows else after, finished=job.state.is_terminal)
 
     @app.get("/v1/jobs/{job_id}/artifacts", response_model=s.ArtifactsOut, responses=ERRORS, tags=["jobs"])
-    def artifacts(job_id: JobId) -> s.ArtifactsOut:
+    def artifacts(job_id: str) -> s.ArtifactsOut:
         """What the job hands back: a peft adapter or a save_pretrained model, tokenizer files, frenzy_job.json."""
         job = service.store.get_job(job_id)
         root = service.artifact_root(job_id)
@@ -84,14 +86,14 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
 
     @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse, responses=ERRORS,
              tags=["jobs"])
-    def artifact(job_id: JobId, path: str) -> FileResponse:
+    def artifact(job_id: str, path: str) -> FileResponse:
         """One artifact file, streamed. Only files inside the job's artifact folder are served."""
         service.store.get_job(job_id)
         target = arts.resolve(service.artifact_root(job_id), path)
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
     @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses=ERRORS, tags=["jobs"])
-    def cancel(job_id: JobId) -> s.JobSummary:
+    def cancel(job_id: str) -> s.JobSummary:
         """Cancel: the loop stops its workers within a step. A finished job is returned unchanged."""
         return _summary(service.cancel(job_id))
 
@@ -129,6 +131,21 @@ def create_app(service: ControlService, max_body_bytes: int = DEFAULT_MAX_BODY_B
 
     _declare_errors(app)
     return app
+
+
+def _bounded_keys(request: Request) -> None:
+    """Every route's job id and log sequence number fit the store's columns (else a 422), checked
+    once for all routes."""
+    problems = []
+    job_id = request.path_params.get("job_id")
+    if job_id is not None and not JOB_ID.fullmatch(job_id):
+        problems.append((("path", "job_id"), "a job id is 1 to 32 letters, digits, '_', '.' or '-' (e.g. j-0123456789)"))
+    after = request.query_params.get("after")
+    digits = (after or "").strip()
+    if digits.isdigit() and (len(digits) > len(str(MAX_SEQUENCE)) or int(digits) > MAX_SEQUENCE):
+        problems.append((("query", "after"), f"a log sequence number is at most {MAX_SEQUENCE}"))
+    if problems:
+        raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg} for loc, msg in problems])
 
 
 def _declare_errors(app: FastAPI) -> None:

@@ -232,3 +232,4 @@ def test_ids_and_sequence_numbers_beyond_the_stores_columns_are_a_422(client):
         assert r.status_code == 422 and r.json()["errors"], (url, r.text)
     assert client.get("/v1/jobs/j-unknown").status_code == 404
     assert client.get(f"/v1/jobs/{job}/logs?after=5").status_code == 200
+    assert client.get(f"/v1/jobs/{job}/logs?after={'9' * 5000}").status_code == 422
