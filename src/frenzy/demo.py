@@ -115,7 +115,7 @@ def run(timeout_s: float = 900) -> int:
 
     home = Path(tempfile.mkdtemp(prefix="frenzy-demo-"))
     settings = ServerSettings(port=_port(8000), db_url=f"sqlite:///{home / 'frenzy.db'}", fake_nodes=CLUSTER,
-                              storage_root=home / "jobs")
+                              storage_root=home / "jobs", data_roots=(EXAMPLES,))  # the jobs' models and data
     console.rule("[bold]Frenzy demo: serverless LLM training on a fake heterogeneous Ray cluster")
     console.print(f"starting a local Ray cluster ({CLUSTER}) and the server (SQLite at {home / 'frenzy.db'}) …")
     service, app, cleanup, address = build(settings)

@@ -67,7 +67,8 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "frenzy.cli.main", "serve", "--port", str(self.port), "--db-url", self.db,
              "--ray-address", self.address, "--fake-gpu", "--storage", str(self.home / "jobs"),
-             "--step-delay", "1.0"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+             "--step-delay", "1.0", "--data-root", str(ROOT / "examples"), "--data-root", str(self.home)],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
         client = Client(self.url)
         deadline = time.time() + 120
         while not client.healthy():

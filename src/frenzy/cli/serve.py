@@ -54,6 +54,13 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
           metrics_auth: Annotated[bool, typer.Option(
               "--metrics-auth/--no-metrics-auth", help="/metrics needs an admin's token whenever the API needs "
                                                        "tokens (--no-metrics-auth: open, for a scraper without one)")] = True,
+          data_root: Annotated[Optional[list[Path]], typer.Option(
+              "--data-root", metavar="DIR", help="a folder whose files (models, data) jobs may name; repeatable, also "
+                                  "$FRENZY_DATA_ROOTS. None by default: only catalog names, the local Hugging "
+                                  "Face cache and inline configs")] = None,
+          max_data_bytes: Annotated[Optional[int], typer.Option(
+              min=1, help="largest data file the server reads (default 1 GiB)")] = None,
+          max_body_bytes: Annotated[int, typer.Option(min=1, help="largest request body; 413 beyond")] = 1 << 20,
           gpu_catalog: GpuCatalog = None) -> None:
     """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray).
 
@@ -73,19 +80,15 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
 
     run(ServerSettings(host=host, port=port, db_url=db_url, ray_address=ray_address, fake_nodes=fake_cluster,
                        fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy,
-                       metrics_auth=metrics_auth))
+                       metrics_auth=metrics_auth, data_roots=tuple(data_root or ()),
+                       max_data_bytes=max_data_bytes, max_body_bytes=max_body_bytes))
 
 
 def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): model and training settings")],
            wait: Annotated[bool, typer.Option("--wait", help="follow live progress until the job ends")] = False,
            url: Url = None) -> None:
     """Submit a job (no GPU count: Frenzy plans it) and print its plan."""
-    import yaml
-
-    if not spec.exists():
-        typer.secho(f"error: {spec} does not exist; pass a YAML job spec (see examples/)", fg="red", err=True)
-        raise typer.Exit(2)
-    body = yaml.safe_load(spec.read_text())
+    body = _read_spec(spec)
     if isinstance(body.get("model"), str) and not body["model"].startswith("/"):
         local = (spec.parent / body["model"])
         if local.exists():  # a model path relative to the spec file
@@ -102,6 +105,37 @@ def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): m
     if wait:
         state = follow(client, created["id"])
         raise typer.Exit(0 if state == "succeeded" else 1)
+
+
+def _read_spec(spec: Path) -> dict:
+    """The job spec file as a mapping, or a one-line error (exit 2) saying what to change."""
+    import yaml
+
+    def fail(why: str):
+        typer.secho(f"error: {spec} {why}", fg="red", err=True)
+        raise typer.Exit(2)
+
+    if not spec.exists():
+        fail("does not exist; pass a YAML job spec (see examples/)")
+    if spec.is_dir():
+        fail("is a folder; pass a YAML job spec file (see examples/*.yaml)")
+    try:
+        text = spec.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"is not UTF-8 text ({exc.reason} at byte {exc.start}); pass a YAML job spec")
+    except OSError as exc:
+        fail(f"cannot be read ({exc.strerror or type(exc).__name__}); check its permissions")
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        fail(f"is not valid YAML ({getattr(exc, 'problem', None) or type(exc).__name__}{where}); fix the file")
+    if not isinstance(body, dict):
+        found = "empty" if body is None else {list: "a list", str: "a single string", bool: "a true/false value"}.get(
+            type(body), "a single value")
+        fail(f"is {found}, not a mapping of job settings; write e.g. `model: gpt2` and `steps: 10`, one per line")
+    return body
 
 
 def follow(client, job_id: str, poll_s: float = 1.0) -> str:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from frenzy.control import artifacts as arts
 from frenzy.control import auth as au
+from frenzy.control import request as r
 from frenzy.control import schemas as s
+from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from frenzy.control.metrics import build_registry
 from frenzy.control.records import AttemptRecord, JobRecord
 from frenzy.control.request import JobRequest
@@ -19,11 +24,18 @@ from frenzy.control.service import ControlService
 from frenzy.control.store import UnknownJobError
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
 
+# Job ids are "j-" and hex: an id the store's 32-character column could hold is looked up (a 404 when
+# unknown), while a NUL, a control character or a longer string never reaches the database; nor does
+# a sequence number beyond its 64-bit integers.
+JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+MAX_SEQUENCE = 2**63 - 1
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
-AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"}}
+AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"},
+        422: {"model": s.ErrorOut}}  # an authenticated route parses its Authorization header
 
 
-def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) -> FastAPI:
+def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """`auth`: who must authenticate (frenzy.control.auth); default: a loopback server's rules."""
     user, metrics_user = au.fastapi_dependencies(service.store, auth or au.AuthSettings())
     User = Depends(user)
@@ -31,11 +43,12 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) 
     def own_job(job_id: str, who: au.Principal) -> JobRecord:
         return au.visible_job(service.store.get_job(job_id), who)
 
-    app = FastAPI(title="Frenzy", version="0.1.0",
+    app = FastAPI(title="Frenzy", version="0.1.0", dependencies=[Depends(_bounded_keys)],
                   description="Serverless LLM training: submit a model and training settings, never a GPU count. "
                               "Frenzy predicts memory (MARP), plans, places and runs the job on Ray.")
     registry, _ = build_registry(service)
     _errors(app)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
 
     @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses={**ERRORS, **AUTH}, tags=["jobs"])
     def submit(job: s.JobIn, who: au.Principal = User) -> s.JobCreated:
@@ -106,10 +119,15 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) 
 
     @app.get("/v1/plans", response_model=s.PlansOut, responses={**ERRORS, **AUTH}, dependencies=[User],
              tags=["plans"])
-    def plans(model: str, global_batch: int = 8, seq_len: int = 512, steps: int = 10,
-              precision: str = "bf16-mixed", method: str = "full", optimizer: str = "adamw",
-              objective: str = "time", max_gpus: Optional[int] = None,
-              gpu_types: Optional[str] = Query(None, description="comma list of allowed GPU types")) -> s.PlansOut:
+    def plans(model: str = Query(min_length=1, max_length=r.MAX_PATH_CHARS, pattern=s.PRINTABLE,
+                                 description="as in POST /v1/jobs"),
+              global_batch: int = Query(8, ge=1, le=r.MAX_GLOBAL_BATCH),
+              seq_len: int = Query(512, ge=1, le=r.MAX_SEQ_LEN), steps: int = Query(10, ge=1, le=r.MAX_STEPS),
+              precision: str = Query("bf16-mixed", max_length=32), method: str = Query("full", max_length=32),
+              optimizer: str = Query("adamw", max_length=32), objective: str = Query("time", max_length=32),
+              max_gpus: Optional[int] = Query(None, ge=1, le=r.MAX_GPUS),
+              gpu_types: Optional[str] = Query(None, max_length=1024, pattern=s.PRINTABLE,
+                                               description="comma list of allowed GPU types")) -> s.PlansOut:
         """Dry run: the ranked plans this spec would get on the live cluster. Nothing is queued."""
         request = JobRequest.from_json(dict(
             model=model, global_batch=global_batch, seq_len=seq_len, steps=steps, precision=precision,
@@ -119,7 +137,11 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) 
         return s.PlansOut(model=spec.model.name, params=spec.model.num_params,
                           model_source=spec.model.model_source, plans=[_plan_json(c) for c in choices])
 
-    @app.get("/metrics", response_class=PlainTextResponse, responses={**AUTH, 403: {"model": s.ErrorOut}},
+    # The metrics are text, the refusals JSON like every other error: the 200 is declared text/plain
+    # by hand so that the error responses keep the application/json FastAPI gives them.
+    @app.get("/metrics", responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                          "description": "Prometheus exposition format"},
+                                    **AUTH, 403: {"model": s.ErrorOut}},
              dependencies=[Depends(metrics_user)], tags=["ops"])
     def metrics():
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
@@ -128,12 +150,51 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None) 
     def healthz() -> dict:
         return {"ok": True, "loop_step_errors": service.step_errors}
 
+    _declare_errors(app)
     return app
+
+
+def _bounded_keys(request: Request) -> None:
+    """Every route's job id and log sequence number fit the store's columns (else a 422), checked
+    once for all routes."""
+    problems = []
+    job_id = request.path_params.get("job_id")
+    if job_id is not None and not JOB_ID.fullmatch(job_id):
+        problems.append((("path", "job_id"), "a job id is 1 to 32 letters, digits, '_', '.' or '-' (e.g. j-0123456789)"))
+    after = request.query_params.get("after")
+    digits = (after or "").strip()
+    if digits.isdigit() and (len(digits) > len(str(MAX_SEQUENCE)) or int(digits) > MAX_SEQUENCE):
+        problems.append((("query", "after"), f"a log sequence number is at most {MAX_SEQUENCE}"))
+    if problems:
+        raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg} for loc, msg in problems])
+
+
+def _declare_errors(app: FastAPI) -> None:
+    """The OpenAPI document says what every route answers on a bad request: ErrorOut, the one 4xx
+    shape (413 where a body is read, 422 where anything is parsed), never FastAPI's default list."""
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        route.responses = dict(route.responses)  # routes share ERRORS: declare per route
+        # A schema reference, not {"model": ...}: a route turns models into fields when it is built.
+        # ErrorOut is in the document's components through ERRORS.
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        if route.body_field is not None:
+            route.responses.setdefault(400, {"description": "the body cannot be parsed (not UTF-8 JSON)",
+                                             "content": error})
+            route.responses.setdefault(413, {"description": "request body too large", "content": error})
+        if route.body_field is not None or route.dependant.query_params or route.dependant.path_params:
+            route.responses.setdefault(422, {"description": "what to change", "content": error})
+
+
+def _error(status: int, detail: str, errors: list[dict] | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content=s.ErrorOut(
+        detail=detail, errors=errors if errors is not None else [{"loc": [], "msg": detail}]).model_dump())
 
 
 def _errors(app: FastAPI) -> None:
     def reply(status):
-        return lambda _req, exc: JSONResponse(status_code=status, content={"detail": str(exc)})
+        return lambda _req, exc: _error(status, str(exc))
 
     app.add_exception_handler(UnknownJobError, reply(404))
     app.add_exception_handler(arts.UnknownArtifactError, reply(404))
@@ -142,17 +203,26 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(ValueError, reply(422))
     app.add_exception_handler(NoFeasiblePlanError, reply(409))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_req: Request, exc: StarletteHTTPException):
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_req: Request, exc: RequestValidationError):
-        parts = []
+        parts, items = [], []
         for err in exc.errors():
-            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ()) if p != "body"]
+            where = ".".join(str(p) for p in loc)
             if err.get("type") == "extra_forbidden":
                 hint = " (GPU counts are chosen by Frenzy)" if "gpu" in where.lower() else ""
-                parts.append(f"unknown field '{where}'{hint}; remove it")
+                msg = f"unknown field '{where}'{hint}; remove it"
             else:
-                parts.append(f"{where}: {err.get('msg')}")
-        return JSONResponse(status_code=422, content={"detail": "; ".join(parts)})
+                msg = f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
+            parts.append(msg)
+            items.append({"loc": loc, "msg": msg})
+        return _error(422, "; ".join(parts), items)
 
 
 def _plan_json(choice) -> dict:

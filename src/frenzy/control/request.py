@@ -23,6 +23,22 @@ OBJECTIVES = ("time", "cost")
 LR_SCHEDULES = ("constant", "linear", "cosine")  # transformers' get_scheduler names, with warmup
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".txt")
 
+# Bounds on what a job may ask for (docs/SERVING.md "Inputs and limits" says why each is where it is).
+# Each is far beyond any real training run, and small enough that no arithmetic on it runs away.
+MAX_GLOBAL_BATCH = 1 << 20  # sequences per step; real runs use at most ~16 Ki (4 M tokens of 256)
+MAX_SEQ_LEN = 1 << 20  # tokens per sequence: the longest context windows are 1 M tokens
+MAX_STEPS = 10_000_000  # the longest published pre-training runs take ~2 M steps
+MAX_TOKENS = 10**14  # 100 T: three times the largest published pre-training corpus (36 T)
+MAX_EPOCHS = 1000
+MAX_LORA_RANK = 1 << 14  # 16,384: the largest hidden size in the catalog (a rank cannot usefully exceed it)
+MAX_GPUS = 1 << 16  # the largest clusters hold ~100 K GPUs; a job's cap beyond that means nothing
+MAX_SEED = 2**32 - 1  # numpy's seeds are 32-bit
+MAX_PRIORITY = 2**31 - 1  # priorities are 32-bit (the store's INTEGER column on every database)
+MIN_PRIORITY = -(2**31)
+MAX_GRAD_NORM = 1e6
+MAX_NAME_CHARS = 200  # the store's name column; also what a table shows
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
@@ -33,8 +49,9 @@ class Limits:
     max_attempts: int = 3  # attempts (OOM re-plans and lost runs included) before the job fails
 
     def __post_init__(self):
-        if self.max_gpus is not None and self.max_gpus < 1:
-            raise InvalidConfigError(f"limits.max_gpus must be >= 1, got {self.max_gpus}; omit it to let Frenzy choose")
+        if self.max_gpus is not None and not 1 <= self.max_gpus <= MAX_GPUS:
+            raise InvalidConfigError(f"limits.max_gpus must be in 1..{MAX_GPUS:,}, got {self.max_gpus}; omit it to "
+                                     "let Frenzy choose")
         if not 1 <= self.max_attempts <= 20:
             raise InvalidConfigError(f"limits.max_attempts must be in 1..20, got {self.max_attempts}")
 
@@ -99,8 +116,20 @@ class JobRequest:
             object.__setattr__(self, "steps", 10)
         if len(lengths) > 1:
             raise InvalidConfigError(f"give one of 'steps', 'tokens' or 'epochs', not {' and '.join(lengths)}")
-        if (self.steps or 1) < 1 or (self.tokens or 1) < 1 or not 0 < (self.epochs or 1) <= 1000:
-            raise InvalidConfigError("steps and tokens must be >= 1, epochs in (0, 1000]")
+        if (self.steps or 1) < 1 or (self.tokens or 1) < 1 or not 0 < (self.epochs or 1) <= MAX_EPOCHS:
+            raise InvalidConfigError(f"steps and tokens must be >= 1, epochs in (0, {MAX_EPOCHS}]")
+        if self.global_batch > MAX_GLOBAL_BATCH or self.seq_len > MAX_SEQ_LEN:
+            raise InvalidConfigError(f"global_batch must be <= {MAX_GLOBAL_BATCH:,} and seq_len <= {MAX_SEQ_LEN:,}")
+        if not MIN_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise InvalidConfigError(f"priority must be in {MIN_PRIORITY:,}..{MAX_PRIORITY:,}, got {self.priority}")
+        if not self.lora_targets:
+            raise InvalidConfigError("lora_targets is empty; name the modules to adapt (e.g. [q, v]) or "
+                                     f"'{ALL_LINEAR}', or leave it out for the default")
+        if self.train_examples is not None or self.epochs is None:
+            steps = self.total_steps()
+            if steps > MAX_STEPS:
+                raise InvalidConfigError(f"the job would run {steps:,} optimizer steps, over the {MAX_STEPS:,} "
+                                         "allowed; train on fewer tokens or epochs, or raise global_batch")
         if self.micro_batch is not None and (self.micro_batch < 1 or self.global_batch % self.micro_batch):
             raise InvalidConfigError(
                 f"global batch {self.global_batch} is not divisible by micro_batch {self.micro_batch}; "
@@ -116,11 +145,12 @@ class JobRequest:
         for value, what in ((self.dataset, "dataset"), (self.validation, "validation")):
             if what == "dataset" and value == SYNTHETIC or not isinstance(value, str):
                 continue
-            path = Path(value).expanduser()
-            if path.suffix not in DATA_SUFFIXES or not path.is_file():
+            # Only the name here: whether the file exists is for the server's InputPolicy to say (and only
+            # under its data roots), and for the reader on a local run.
+            if Path(value).suffix.lower() not in DATA_SUFFIXES:
                 raise InvalidConfigError(
-                    f"{what} '{value}' is not an existing local {' / '.join(DATA_SUFFIXES)} file; give such a "
-                    f"path (readable by the server and the workers)" + (f" or '{SYNTHETIC}'" if what == "dataset" else ""))
+                    f"{what} '{value[:200]}' is not a {' / '.join(DATA_SUFFIXES)} file; give the path of such a "
+                    f"file (readable by the server and the workers)" + (f" or '{SYNTHETIC}'" if what == "dataset" else ""))
         if self.dataset == SYNTHETIC and (self.validation is not None or self.epochs is not None):
             raise InvalidConfigError("'validation' and 'epochs' need a dataset; give 'dataset' as a local file")
         if isinstance(self.validation, float | int) and not 0 < self.validation <= 0.5:
@@ -175,12 +205,16 @@ class JobRequest:
                        global_batch=self.global_batch, steps=self.total_steps())
 
     def display_name(self) -> str:
+        """The job's name: given, or from its model; printable and within the store's column size."""
         if self.name:
-            return self.name
-        if self.model is None:
-            return str(self.hf_config.get("_name_or_path") or self.hf_config.get("model_type", "custom"))
-        path = Path(self.model)
-        return path.parent.name if path.suffix == ".json" else path.name
+            name = self.name
+        elif self.model is None:
+            name = str(self.hf_config.get("_name_or_path") or self.hf_config.get("model_type", "custom"))
+        else:
+            path = Path(self.model)
+            name = path.parent.name if path.suffix == ".json" else path.name
+        name = "".join(c for c in name if c.isprintable())[:MAX_NAME_CHARS]
+        return name.encode("utf-8", "replace").decode("utf-8") or "job"
 
     # ---- JSON round trip -------------------------------------------------------------------
 

@@ -9,10 +9,13 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from frenzy.control.inputs import InputPolicy
+from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES
 from frenzy.control.loop import ControlLoop, LoopSettings
 from frenzy.control.ports import SystemClock
 from frenzy.control.service import ControlService
 from frenzy.control.store import SqlJobStore
+from frenzy.core.errors import InvalidConfigError
 
 log = logging.getLogger("frenzy.server")
 
@@ -31,6 +34,9 @@ class ServerSettings:
     tick_s: float = 0.5
     step_delay_s: float = 0.0
     loop: LoopSettings = field(default_factory=LoopSettings)
+    data_roots: tuple[Path, ...] = ()  # folders requests may name files in (plus FRENZY_DATA_ROOTS)
+    max_data_bytes: int | None = None  # largest data file read (None: frenzy.control.inputs' 1 GiB)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # largest request body (413 beyond)
 
 
 def build(settings: ServerSettings):
@@ -38,6 +44,10 @@ def build(settings: ServerSettings):
     from frenzy.control.api import create_app
     from frenzy.control.auth import AuthSettings, check_listen
 
+    try:  # a bad root is reported before anything starts
+        inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)
+    except InvalidConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     store = SqlJobStore(settings.db_url)  # first: no Ray cluster is started for a server that is refused
     try:
         check_listen(settings.host, store)
@@ -64,8 +74,10 @@ def build(settings: ServerSettings):
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(
         policy=settings.policy, storage_root=settings.storage_root, fake_gpu=fake,
         step_delay_s=settings.step_delay_s))
-    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s)
-    app = create_app(service, auth=AuthSettings.for_host(settings.host, metrics_auth=settings.metrics_auth))
+    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=settings.tick_s,
+                             inputs=inputs)
+    app = create_app(service, auth=AuthSettings.for_host(settings.host, metrics_auth=settings.metrics_auth),
+                     max_body_bytes=settings.max_body_bytes)
 
     def cleanup():
         service.stop()
@@ -85,7 +97,8 @@ def serve(settings: ServerSettings) -> None:
     # operator's alone: no other local user reads a job's data or the store's token hashes.
     os.umask(0o077)
     service, app, cleanup, address = build(settings)
-    log.info("Ray cluster %s; job store %s", address, service.store.url)
+    log.info("Ray cluster %s; job store %s; data roots: %s", address, service.store.url,
+             service.inputs.describe_roots())
     service.start()
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the previous handler; a
     # no-op one lets the cleanup below (loop, Ray connection, fake cluster) run to the end.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from frenzy.control.artifacts import artifact_root
 from frenzy.control.data_check import check_data
+from frenzy.control.inputs import InputPolicy
 from frenzy.control.loop import ControlLoop
 from frenzy.control.planner import ClusterShape, plan_request
 from frenzy.control.ports import Clock, Executor, JobStore
@@ -30,8 +31,9 @@ class ClusterView:
 
 class ControlService:
     def __init__(self, *, store: JobStore, executor: Executor, clock: Clock, loop: ControlLoop,
-                 tick_s: float = 0.5):
+                 tick_s: float = 0.5, inputs: InputPolicy | None = None):
         self.store, self.executor, self.clock, self.loop = store, executor, clock, loop
+        self.inputs = inputs if inputs is not None else InputPolicy()  # no data roots: no path is read
         self.tick_s = tick_s
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -74,6 +76,7 @@ class ControlService:
 
     def plan(self, request: JobRequest) -> tuple[JobSpec, list[PlanChoice]]:
         """Plans against the live cluster with the learnt calibration; raises with what to change."""
+        request = self.inputs.check(request)
         spec = request.job_spec()
         calibration = self.store.calibration()
         family = spec.model.family
@@ -81,7 +84,7 @@ class ControlService:
                                   lambda gpu: calibration.get((family, gpu), (1.0, 0))[0])
 
     def submit(self, request: JobRequest, owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:
-        request, data = check_data(request)
+        request, data = check_data(self.inputs.check(request))
         _, choices = self.plan(request)
         job = self.store.create_job(name=request.display_name(), request=request.to_json(),
                                     priority=request.priority, now=self.clock.now(), owner=owner)

@@ -16,10 +16,12 @@ import os
 from pathlib import Path
 
 from frenzy.core.errors import InvalidConfigError
+from frenzy.core.safe_read import read_regular
 
 # Real config.json files are a few KiB (Phi's longrope lists make the largest ~10 KiB); anything near
 # a MiB is a mislabelled file, and reading it whole would only delay the error.
 MAX_CONFIG_BYTES = 1 << 20
+_MAX_REF_BYTES = 256  # refs/main holds one 40-hex commit hash
 
 
 def hub_cache_dir() -> Path:
@@ -56,7 +58,10 @@ def cached_config_path(repo_id: str) -> Path | None:
     snapshots = repo_dir / "snapshots"
     ref = repo_dir / "refs" / "main"
     if ref.is_file():
-        revision = ref.read_text().strip()
+        try:
+            revision = read_regular(ref, max_bytes=_MAX_REF_BYTES, what="cache ref").decode("ascii").strip()
+        except (InvalidConfigError, UnicodeDecodeError):
+            revision = ""  # not a commit hash: fall back to the newest snapshot below
         if revision and "/" not in revision and revision not in (".", ".."):
             path = snapshots / revision / "config.json"
             if path.is_file():
@@ -72,16 +77,11 @@ def read_cached_config(repo_id: str) -> dict | None:
     path = cached_config_path(repo_id)
     if path is None:
         return None
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise InvalidConfigError(
-            f"{path} is {size:,} bytes, over the {MAX_CONFIG_BYTES:,} a config.json can be; it is not a model "
-            f"config. Delete it from the Hugging Face cache and download {repo_id} again, or pass a config.json path"
-        )
-    with path.open("rb") as f:
-        raw = f.read(MAX_CONFIG_BYTES + 1)  # the file may have grown since stat
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InvalidConfigError(f"{path} is over {MAX_CONFIG_BYTES:,} bytes; pass a config.json path instead")
+    try:
+        raw = read_regular(path, max_bytes=MAX_CONFIG_BYTES, what="config.json")
+    except InvalidConfigError as exc:  # over the limit, or not a regular file: not a model config
+        raise InvalidConfigError(f"{exc}. Delete it from the Hugging Face cache and download {repo_id} again, "
+                                 "or pass a config.json path") from None
     try:
         cfg = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

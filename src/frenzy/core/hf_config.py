@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from frenzy.core.errors import InvalidConfigError
+from frenzy.core.generic import _check_size as check_config_size  # the profiled path's limits, for all
 from frenzy.core.generic import generic_arch
 from frenzy.core.hf_blocks import Config
 from frenzy.core.model import ModelArch
@@ -24,6 +25,7 @@ from frenzy.core.parsers_dense import (parse_cohere, parse_cohere2, parse_gemma,
                                        parse_smollm3, parse_starcoder2)
 from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, parse_qwen2_moe, parse_qwen3_moe
 from frenzy.core.parsers_recent_moe import parse_gpt_oss, parse_llama4, parse_llama4_text
+from frenzy.core.safe_read import read_regular
 
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
@@ -71,6 +73,9 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
     from frenzy.core.scope import require_causal_lm
 
     require_causal_lm(cfg, name, supported=PARSERS)  # encoder, encoder-decoder and SSM models: why not, and what instead
+    for part in (cfg, cfg.get("text_config")):
+        if isinstance(part, dict):  # sizes beyond any trained LM would make even the formulas run for ever
+            check_config_size(part)
     if profiled:
         return generic_arch(cfg, name)
     model_type = cfg.get("model_type")
@@ -95,14 +100,15 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
     from frenzy.core.errors import UnknownNameError
 
     path = Path(name_or_path)
-    if path.is_dir():
+    if _probe(path.is_dir):
         path = path / "config.json"
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or _probe(path.exists):
         if not path.exists():
             raise InvalidConfigError(f"config file {path} does not exist; pass a catalog name or a config.json path")
+        raw = read_regular(path, max_bytes=hf_cache.MAX_CONFIG_BYTES, what="config file")
         try:
-            cfg = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+            cfg = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InvalidConfigError(f"{path} is not valid JSON ({exc}); pass a Hugging Face config.json") from exc
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{path} does not hold a JSON object; pass a Hugging Face config.json")
@@ -118,6 +124,14 @@ def load_config(name_or_path: str) -> tuple[Config, str]:
         base = catalog.canonical_model_name(typed)  # a post-training variant of a catalog model, or the error
         return catalog.model_config(base), typed
     return catalog.model_config(repo_id), repo_id
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    """A path check that is False (a name, then) for what cannot be a path at all: too long, a NUL."""
+    try:
+        return check()
+    except (OSError, ValueError):
+        return False
 
 
 def load_model(name_or_path: str, profiled: bool = False) -> ModelArch:

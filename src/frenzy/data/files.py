@@ -14,24 +14,36 @@ import os
 import tempfile
 from pathlib import Path
 
+from frenzy.core.errors import InvalidConfigError
+from frenzy.core.safe_read import open_regular, read_descriptor
 from frenzy.data.errors import InvalidDataError
 from frenzy.data.spec import SUFFIXES
 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
-def read_rows(path: str) -> list[dict]:
-    """The records of a local .jsonl/.json/.parquet/.csv file, in file order."""
+def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
+    """The records of a local .jsonl/.json/.parquet/.csv file, in file order. The file is checked on
+    a descriptor opened without blocking (frenzy.core.safe_read): a FIFO, a device or a file over
+    max_bytes (None: no cap) is refused before anything is read."""
     file = Path(path).expanduser()
     suffix = file.suffix.lower()
     if suffix not in _BUILDERS:
         raise InvalidDataError(f"{path}: unsupported file type {suffix or '(none)'}; use one of {', '.join(SUFFIXES)}")
     if file.is_dir():
         raise InvalidDataError(f"{path} is a folder; pass one data file ({', '.join(SUFFIXES)})")
-    if not file.is_file():
+    if not file.exists():
         raise InvalidDataError(f"{path} does not exist; pass the path of a local data file")
-    if file.stat().st_size == 0:
+    try:
+        with open_regular(file, what="data file") as (_fd, size):
+            pass
+    except InvalidConfigError as exc:
+        raise InvalidDataError(str(exc)) from None
+    if size == 0:
         raise InvalidDataError(f"{path} is empty; it needs at least one record")
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidDataError(f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit on data files here; "
+                               "pass a smaller file (or split it)")
     try:
         rows = _load(file, _BUILDERS[suffix])
     except InvalidDataError:
@@ -42,7 +54,7 @@ def read_rows(path: str) -> list[dict]:
                                    f"{str(exc).splitlines()[0] if str(exc) else ''}); check the file") from exc
         # Arrow refuses a column whose type changes between rows; the plain reader keeps each row as
         # written so the per-row checks can name the row that differs.
-        rows = _json_rows(file)
+        rows = _json_rows(file, max_bytes)
     if not rows:
         raise InvalidDataError(f"{path} holds no records; it needs at least one")
     return rows
@@ -69,9 +81,17 @@ def _load(file: Path, builder: str) -> list[dict]:
             datasets.enable_progress_bars()
 
 
-def _json_rows(file: Path) -> list[dict]:
+def _json_rows(file: Path, max_bytes: int | None) -> list[dict]:
     """A JSON array of objects, or one JSON value per line; the error names the bad line."""
-    text = file.read_text(encoding="utf-8")
+    try:
+        with open_regular(file, what="data file") as (fd, size):
+            raw = read_descriptor(fd, max_bytes=max_bytes if max_bytes is not None else size, what=str(file))
+    except InvalidConfigError as exc:
+        raise InvalidDataError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidDataError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:

@@ -8,31 +8,18 @@ import os
 import stat
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from frenzy.control import auth
-from frenzy.control.api import create_app
-from frenzy.control.loop import ControlLoop, LoopSettings
-from frenzy.control.service import ControlService
 from frenzy.control.store import SqlJobStore
-from frenzy.core.units import GiB
-from tests.unit.control.fakes import FakeClock, InProcessExecutor, node
+from tests.unit.control.conftest import build_client
 from tests.unit.control.test_loop import TINY
 
 BODY = {"model": TINY, "global_batch": 16, "seq_len": 256, "steps": 3}
 
 
 def _app(tmp_path, settings: auth.AuthSettings | None):
-    store = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}")
-    executor = InProcessExecutor([node("big-0", "A100-SXM-80G", 2, 3 * GiB),
-                                  node("small-0", "A10G-24G", 4, int(1.5 * GiB))])
-    clock = FakeClock()
-    loop = ControlLoop(store=store, executor=executor, clock=clock, settings=LoopSettings(storage_root=tmp_path))
-    service = ControlService(store=store, executor=executor, clock=clock, loop=loop)
-    client = TestClient(create_app(service, auth=settings))
-    client.store, client.loop = store, loop
-    return client
+    return build_client(tmp_path, auth=settings)
 
 
 @pytest.fixture
