@@ -100,11 +100,13 @@ def _serve(tmp: str, loop_running: bool):
 
     from frenzy.cli.client import Client
     from frenzy.control.api import create_app
+    from frenzy.control.inputs import InputPolicy
 
     store = SqlJobStore(f"sqlite:///{tmp}/f.db")
     executor = AcceptingExecutor(cluster())
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(storage_root=Path(tmp)))
-    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=0.5)
+    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=0.5,
+                             inputs=InputPolicy(roots=(ROOT / "examples",)))  # as `frenzy serve --data-root examples`
     server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
