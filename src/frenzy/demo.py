@@ -114,8 +114,11 @@ def run(timeout_s: float = 900) -> int:
     from frenzy.control.server import ServerSettings, build
 
     home = Path(tempfile.mkdtemp(prefix="frenzy-demo-"))
+    (home / "downloads").mkdir()
     settings = ServerSettings(port=_port(8000), db_url=f"sqlite:///{home / 'frenzy.db'}", fake_nodes=CLUSTER,
-                              storage_root=home / "jobs", data_roots=(EXAMPLES,))  # the jobs' models and data
+                              storage_root=home / "jobs",
+                              # the jobs' models and data, and the downloaded fine-tune the LoRA job starts from
+                              data_roots=(EXAMPLES, home / "downloads"))
     console.rule("[bold]Frenzy demo: serverless LLM training on a fake heterogeneous Ray cluster")
     console.print(f"starting a local Ray cluster ({CLUSTER}) and the server (SQLite at {home / 'frenzy.db'}) …")
     service, app, cleanup, address = build(settings)
