@@ -94,3 +94,13 @@ def test_the_profiled_path_is_not_taken_for_an_out_of_scope_model():
     # The profiled path builds any model transformers knows; T5 is one, but not one Frenzy plans.
     with pytest.raises(InvalidConfigError, match="t5 is an encoder-decoder model"):
         arch_from_config(dict(T5_SMALL), "m", profiled=True)
+
+
+def test_a_config_that_omits_its_state_space_keys_is_refused_by_its_class_defaults(tmp_path, monkeypatch):
+    # {"model_type": "mamba"} shows nothing of its kind, and once reached the profiled path (which
+    # built and traced it for a minute); transformers' MambaConfig defaults carry state_size.
+    pytest.importorskip("transformers")
+
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path))
+    with pytest.raises(InvalidConfigError, match="state-space model"):
+        arch_from_config({"model_type": "mamba"}, "mamba")

@@ -65,6 +65,7 @@ def _signature(parts: dict, cfg: dict, index: int) -> str:
 def describe(cfg: dict) -> dict:
     """JSON structure of the causal LM built from `cfg` (its text sub-config for multimodal ones)."""
     cfg = text_config(cfg)
+    _require_causal_lm_with_defaults(cfg)
     model = build_meta(cfg)
     layers = decoder_layers(model)
     embedding = model.get_input_embeddings().weight
@@ -121,3 +122,15 @@ def reduced_layers(layer_kinds: list[int]) -> list[int]:
     if keep[-1] + 1 < len(layer_kinds):
         keep.append(keep[-1] + 1)
     return keep
+
+
+def _require_causal_lm_with_defaults(cfg: dict) -> None:
+    """A config may leave out the very keys that show its kind (`{"model_type": "mamba"}` has no
+    state_size): the scope check runs again on it with its class's defaults filled in, before
+    anything is built."""
+    from transformers import AutoConfig
+
+    from frenzy.core.scope import require_causal_lm
+
+    filled = {**AutoConfig.for_model(cfg["model_type"]).to_dict(), **cfg}
+    require_causal_lm(filled, str(cfg["model_type"]), supported=())
