@@ -222,6 +222,8 @@ class JobRequest:
         out = asdict(self)
         out["lora_targets"] = list(self.lora_targets)
         out["limits"]["gpu_types"] = list(self.limits.gpu_types)
+        if self.train_examples is None:  # filled in by the server only: what a client sends has none
+            del out["train_examples"]
         return out
 
     @classmethod
