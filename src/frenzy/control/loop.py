@@ -1,6 +1,8 @@
 """The control loop: one `step()` honours cancellations, collects executor events, plans queued
 jobs with MARP against the live cluster, asks the scheduling policy for decisions and hands the
 placements to the executor. Clock, store and executor are injected, so `step()` runs on fake time.
+A node's free GPUs are the fewer of Frenzy's bookkeeping and, where the executor can say
+(`free_gpus()`), what the cluster really has free: never a GPU Ray still holds.
 
 Cancels come first and planning is bounded (`plan_budget_s` of work per step, highest priority
 first, plans shared between identical requests on the same cluster shape), so a cancel takes
@@ -215,13 +217,9 @@ class ControlLoop:
         waiting = [j for j in self.store.list_jobs([JobState.PLANNING], light=True) if j.id in self._planned]
         if not waiting:
             return [], 0
-        used: dict[str, int] = {}
-        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
-            for node, gpus in job.allocation:
-                used[node] = used.get(node, 0) + gpus
+        free = free_gpus(self.store, self.executor, nodes)
         state = ClusterState(nodes=tuple(
-            NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus,
-                      free_gpus=max(0, n.gpus - used.get(n.name, 0)),
+            NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus, free_gpus=free[n.name][0],
                       inter_node_bandwidth_bytes_s=n.gpu_type.inter_node_bandwidth_bytes_s) for n in nodes))
         waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
@@ -288,6 +286,26 @@ class ControlLoop:
             runtime_overhead_bytes=choice.memory.breakdown.get("runtime_overhead", 0),
             fake_gpu=self.settings.fake_gpu, emulate_peak_factor=req.emulation.peak_factor,
             step_delay_s=self.settings.step_delay_s)
+
+
+def free_gpus(store: JobStore, executor: Executor, nodes: list[NodeInfo]) -> dict[str, tuple[int, int, int]]:
+    """Per node: (free, used by Frenzy's attempts, held outside Frenzy). Free is what both Frenzy's
+    bookkeeping and Ray leave free: an executor with `free_gpus()` (the Ray executor: what Ray has
+    not reserved) reports GPUs still held by an ended attempt's placement group, or by anything
+    outside Frenzy, and those are never offered to the scheduler."""
+    used: dict[str, int] = {}
+    for job in store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
+        for node, gpus in job.allocation:
+            used[node] = used.get(node, 0) + gpus
+    report = getattr(executor, "free_gpus", None)
+    actual = report() if callable(report) else None
+    out = {}
+    for n in nodes:
+        mine = min(used.get(n.name, 0), n.gpus)
+        booked = n.gpus - mine
+        free = booked if actual is None or n.name not in actual else max(0, min(booked, int(actual[n.name])))
+        out[n.name] = (free, mine, booked - free)
+    return out
 
 
 def _describe(choice: PlanChoice) -> str:

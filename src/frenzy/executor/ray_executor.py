@@ -3,7 +3,9 @@ nodes, one detached AttemptRunner actor per attempt, and events polled from thos
 
 An attempt's GPUs are free in Ray once `cancel()` returns, or once `poll()` has reported the
 attempt finished: both remove the worker group's placement group (see `placement`) instead of
-leaving it to Ray Train's cleaner."""
+leaving it to Ray Train's cleaner. Groups whose controller died unnamed (a cancel during start-up,
+a lost runner) are swept by `poll()` every few seconds. `free_gpus()` says what Ray itself has
+free per node, so the loop never places on GPUs Ray holds for something else."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from frenzy.control.ports import Event, Finished, Launch, LogLines, NodeInfo, Progress
 from frenzy.control.states import AttemptOutcome
 from frenzy.executor import placement, ray_env
-from frenzy.executor.resources import NAMESPACE, node_info
+from frenzy.executor.resources import NAMESPACE, gpu_resource, node_info
 from frenzy.executor.runner import AttemptRunner, actor_name
 
 log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 10
 NODES_TTL_S = 1.0
+SWEEP_EVERY_S = 5.0
 
 
 @dataclass(slots=True)
@@ -43,6 +46,9 @@ class RayExecutor:
         self.storage_root = Path(storage_root).expanduser()
         self._active: dict[tuple[str, int], _Tracked] = {}
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
+        self._node_ids: dict[str, str] = {}  # Frenzy node name -> Ray node id (hex)
+        self._free: tuple[float, dict[str, int] | None] = (0.0, None)
+        self._next_sweep = 0.0
 
     # ---- discovery ------------------------------------------------------------------------
 
@@ -50,7 +56,7 @@ class RayExecutor:
         stamp, cached = self._nodes
         if time.monotonic() - stamp < NODES_TTL_S:
             return cached
-        nodes = []
+        nodes, ids = [], {}
         for entry in ray.nodes():
             try:
                 info = node_info(entry)
@@ -59,8 +65,32 @@ class RayExecutor:
                 continue
             if info is not None:
                 nodes.append(info)
+                if info.alive:
+                    ids[info.name] = entry.get("NodeID", "")
         self._nodes = (time.monotonic(), nodes)
+        self._node_ids = ids
         return nodes
+
+    def free_gpus(self) -> dict[str, int] | None:
+        """Frenzy GPUs Ray has free per live node (not reserved by any placement group or task),
+        from the GCS (no dashboard needed); None when Ray cannot say."""
+        stamp, cached = self._free
+        if time.monotonic() - stamp < NODES_TTL_S:
+            return cached
+        nodes = {n.name: n for n in self.nodes() if n.alive}
+        try:
+            from ray._private.state import available_resources_per_node
+
+            available = available_resources_per_node()
+        except Exception:  # a private API: without it the loop goes by its own bookkeeping
+            log.exception("could not read Ray's available resources")
+            available = None
+        free = None
+        if available is not None:
+            free = {name: int(available.get(self._node_ids.get(name, ""), {}).get(gpu_resource(n.gpu_type.name), 0))
+                    for name, n in nodes.items()}
+        self._free = (time.monotonic(), free)
+        return free
 
     def check_feasible(self, launch: Launch) -> str | None:
         live = {n.name: n for n in self.nodes() if n.alive}
@@ -97,8 +127,11 @@ class RayExecutor:
             ray.kill(handle, no_restart=True)
             _release(tracked)
             return
-        if kill_now:
-            ray.kill(handle, no_restart=True)
+        # Not yet named (workers still starting): killing the runner kills its Train controller,
+        # which orphans the group; the next sweep removes it (seconds, not the runner's grace).
+        ray.kill(handle, no_restart=True)
+        if not kill_now:
+            self._next_sweep = min(self._next_sweep, time.monotonic() + 1.0)
 
     def is_running(self, job_id: str, attempt: int) -> bool:
         handle = _find(job_id, attempt)
@@ -116,6 +149,14 @@ class RayExecutor:
             self._active[(job_id, attempt)] = _Tracked(handle)
 
     def poll(self) -> list[Event]:
+        out = self._poll_attempts()
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + SWEEP_EVERY_S
+            if placement.sweep():
+                self._free = (0.0, None)
+        return out
+
+    def _poll_attempts(self) -> list[Event]:
         out: list[Event] = []
         for key, tracked in list(self._active.items()):
             try:
@@ -126,6 +167,7 @@ class RayExecutor:
             except RayActorError as exc:  # its Train controller died with it and left the group behind
                 self._active.pop(key, None)
                 _release(tracked)
+                self._next_sweep = 0.0  # the group may be unnamed: sweep now
                 out.append(Finished(job_id=key[0], attempt=key[1], outcome=AttemptOutcome.LOST,
                                     error=f"attempt runner died: {exc}"))
                 continue

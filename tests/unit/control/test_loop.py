@@ -174,3 +174,37 @@ def test_identical_requests_share_one_planning(env, monkeypatch):
     assert len(calls) == 2  # one per distinct request on this cluster shape
     plans = [store.get_job(j.id).plans for j in jobs]
     assert all(p == plans[0] for p in plans[:5]) and plans[5] != plans[0]
+
+
+class RayHoldsGpus(InProcessExecutor):
+    """An executor that, like Ray, says what it really has free: here a placement group of an
+    ended attempt (or someone outside Frenzy) still holds GPUs Frenzy's bookkeeping thinks free."""
+
+    def __init__(self, nodes, held: dict[str, int]):
+        super().__init__(nodes)
+        self.held = held
+
+    def free_gpus(self):
+        return {n.name: n.gpus - self.held.get(n.name, 0) for n in self._nodes}
+
+
+def test_gpus_ray_still_holds_are_never_offered(tmp_path):
+    from frenzy.control.service import ControlService
+
+    store = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}")
+    executor = RayHoldsGpus([node("big-0", "A100-SXM-80G", 2, 3 * GiB)], held={"big-0": 2})
+    clock = FakeClock()
+    loop = ControlLoop(store=store, executor=executor, clock=clock,
+                       settings=LoopSettings(storage_root=tmp_path / "jobs"))
+    service = ControlService(store=store, executor=executor, clock=clock, loop=loop)
+    job = submit(store, clock)
+    report = loop.step()
+    assert report.placed == () and report.waiting == 1 and executor.launched == []
+    view = service.cluster()
+    assert view.by_type["A100-SXM-80G"] == {"total": 2, "used": 2, "free": 0, "held_outside": 2}
+    assert view.nodes[0]["free_gpus"] == 0
+    executor.held = {}  # Ray removed the group
+    assert loop.step().placed == (job.id,)
+    placed = executor.launched[0].num_workers
+    view = service.cluster()
+    assert view.by_type["A100-SXM-80G"] == {"total": 2, "used": placed, "free": 2 - placed, "held_outside": 0}
