@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayError
 
 from frenzy.control.ports import Event, Finished, Launch, LogLines, NodeInfo, Progress
 from frenzy.control.states import AttemptOutcome
 from frenzy.executor import placement, ray_env
+from frenzy.executor.failures import classify
 from frenzy.executor.resources import NAMESPACE, gpu_resource, node_info
 from frenzy.executor.runner import AttemptRunner, actor_name
 
@@ -123,8 +124,12 @@ class RayExecutor:
             return
         try:
             kill_now = ray.get(handle.cancel.remote(), timeout=POLL_TIMEOUT_S)
-        except (RayActorError, GetTimeoutError):  # the runner cannot release: do it from here
-            ray.kill(handle, no_restart=True)
+        except RayError:  # the runner cannot release (dead, stuck, killed for memory): do it from here
+            try:
+                ray.kill(handle, no_restart=True)
+            except RayError:
+                pass
+            self._next_sweep = 0.0
             _release(tracked)
             return
         # Not yet named (workers still starting): killing the runner kills its Train controller,
@@ -139,7 +144,7 @@ class RayExecutor:
             return False
         try:  # a runner that already finished still holds its final event: adopt it to collect that
             ray.get(handle.poll.remote(0), timeout=POLL_TIMEOUT_S)
-        except (RayActorError, GetTimeoutError):
+        except RayError:  # dead, unreachable, or killed by Ray's memory monitor
             return False
         return True
 
@@ -164,12 +169,10 @@ class RayExecutor:
                                                          timeout=POLL_TIMEOUT_S)
             except GetTimeoutError:
                 continue  # busy; next step
-            except RayActorError as exc:  # its Train controller died with it and left the group behind
-                self._active.pop(key, None)
-                _release(tracked)
-                self._next_sweep = 0.0  # the group may be unnamed: sweep now
-                out.append(Finished(job_id=key[0], attempt=key[1], outcome=AttemptOutcome.LOST,
-                                    error=f"attempt runner died: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - one attempt's error must not stop the loop
+                lost = self._runner_lost(key, tracked, exc)
+                if lost is not None:
+                    out.append(lost)
                 continue
             for event in events:
                 if event["kind"] == "placement_group":
@@ -181,6 +184,24 @@ class RayExecutor:
                     _release(tracked)
                 out.extend(_convert(key, event))
         return out
+
+    def _runner_lost(self, key: tuple[str, int], tracked: _Tracked, exc: Exception) -> Finished | None:
+        """The runner died (killed, its node gone, or Ray's memory monitor: then even the poll
+        answers OutOfMemoryError): the attempt is lost, and its Train controller died with it and
+        left the group behind. Any other error: logged, polled again next step."""
+        outcome, message = classify(exc)
+        if outcome != "lost":
+            log.warning("polling attempt %s-%s failed, will retry: %s", *key, message.splitlines()[-1][:300])
+            return None
+        self._active.pop(key, None)
+        try:
+            ray.kill(tracked.handle, no_restart=True)  # never let Ray bring back a half-dead runner
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        _release(tracked)
+        self._next_sweep = 0.0  # the group may be unnamed: sweep now
+        return Finished(job_id=key[0], attempt=key[1], outcome=AttemptOutcome.LOST,
+                        error=f"attempt runner died: {message}")
 
     def shutdown(self) -> None:
         """Disconnect; attempts keep running (detached) for the next server to adopt."""
