@@ -176,7 +176,8 @@ class ControlLoop:
         """MARP's plans, shared by identical requests on the same shape with the same corrections."""
         family = spec.model.family
         factors = {t: max(own, calibration.get((family, t), (1.0, 0))[0]) for t in sorted(shape.types)}
-        key = (json.dumps(request.to_json(), sort_keys=True, default=str), signature, tuple(factors.items()))
+        fields = {k: v for k, v in request.to_json().items() if k not in ("name", "priority")}  # not planned on
+        key = (json.dumps(fields, sort_keys=True, default=str), signature, tuple(factors.items()))
         cached = self._plan_cache.get(key)
         if cached is None:
             try:
