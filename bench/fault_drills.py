@@ -56,7 +56,7 @@ def train_workers(session_dir: str) -> list[int]:
 
 def submit_and_wait_checkpointed(client, jobs: int) -> list[str]:
     ids = [client.submit({"model": TINY, "global_batch": 8, "seq_len": 64, "steps": STEPS,
-                          "name": f"drill-{i}"})["id"] for i in range(jobs)]
+                          "name": f"drill-{i}", "limits": {"max_attempts": 5}})["id"] for i in range(jobs)]
 
     def checkpointed():
         seen = [client.job(i) for i in ids]
@@ -143,7 +143,7 @@ DRILLS = {"server": drill_server, "worker": drill_worker, "raylet": drill_raylet
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--drills", default="server,worker,raylet")
-    parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="frenzy-drills-"))
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(home / "ray_auth_token")
