@@ -117,7 +117,8 @@ class RayExecutor:
 
     def cancel(self, job_id: str, attempt: int) -> None:
         """Stop the attempt; its GPUs are free in Ray when this returns, except for an attempt whose
-        workers are still starting: its runner frees them as soon as they have started."""
+        workers are still starting (no named group yet): the runner is killed at once and the group
+        its dead controller leaves is swept by the next polls (a second or so)."""
         tracked = self._active.pop((job_id, attempt), None)
         handle = tracked.handle if tracked else _find(job_id, attempt)
         if handle is None:
