@@ -69,17 +69,30 @@ def submit_and_wait_checkpointed(client, jobs: int) -> list[str]:
     return ids
 
 
-def outcome(client, ids: list[str], t_fault: float) -> dict:
+def _latest(folder: Path) -> int | None:
+    try:
+        return int((folder / "latest").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def outcome(client, ids: list[str], t_fault: float, storage: Path) -> dict:
     """Wait for every job to end; what happened to each."""
     done = wait(lambda: (lambda js: js if all(j["state"] in ("succeeded", "failed", "cancelled") for j in js)
                          else None)([client.job(i) for i in ids]), DEADLINE_S, "every job ended", every=1.0)
     t_end = time.time()
     attempts = {j["id"]: [a["outcome"] for a in j["attempts_detail"]] for j in done}
-    ok = all(j["state"] == "succeeded" and j["progress"].get("step") == STEPS for j in done)
+    # trained to the last step: reported, or (a lost attempt's workers finished before they were
+    # declared lost, so the re-planned attempt resumed at the end) the job's last checkpoint
+    last = {j["id"]: _latest(storage / j["id"] / "checkpoints") for j in done}
+    ok = all(j["state"] == "succeeded" and STEPS in (j["progress"].get("step"), last[j["id"]]) for j in done)
+    unreported = [j["id"] for j in done if j["progress"].get("step") != STEPS]
     once = all(o.count("succeeded") == 1 for o in attempts.values())
     total = len(client.jobs())
     return {"ok": ok, "once": once, "attempts": attempts, "all_done_s": t_end - t_fault, "jobs_in_store": total,
-            "failures": [j["failure_reason"] for j in done if j["state"] != "succeeded"]}
+            "failures": [j["failure_reason"] for j in done if j["state"] != "succeeded"],
+            "unreported": [f"{i}: last reported step {j['progress'].get('step')}, checkpoint step {last[i]}"
+                           for j in done for i in [j["id"]] if i in unreported]}
 
 
 def drill_server(server, client, cluster, jobs: int) -> dict:
@@ -90,7 +103,7 @@ def drill_server(server, client, cluster, jobs: int) -> dict:
     healthy = time.time() - t
     reattached = wait(lambda: all(any("re-attached" in ln["line"] for ln in client.logs(i)["lines"]) for i in ids)
                       and time.time() - t, 60, "re-attached")
-    result = outcome(client, ids, t)
+    result = outcome(client, ids, t, server.home / "jobs")
     result.update(recover_s=reattached, detail=f"server back (healthy) {healthy:.1f} s after kill -9, all "
                   f"{jobs} attempts re-attached at {reattached:.1f} s")
     return result
@@ -113,7 +126,7 @@ def drill_worker(server, client, cluster, jobs: int) -> dict:
     os.kill(workers[len(workers) // 2], signal.SIGKILL)
     hit = wait(lambda: _back_running(client, ids, before), DEADLINE_S, "lost attempt running again")
     recover = time.time() - t
-    result = outcome(client, ids, t)
+    result = outcome(client, ids, t, server.home / "jobs")
     errors = [a["error"] for j in hit for a in client.job(j["id"])["attempts_detail"] if a["outcome"] == "lost"]
     result.update(recover_s=recover, detail=f"1 of {len(workers)} worker processes killed; {len(hit)} job(s) lost an "
                   f"attempt ({(errors or ['?'])[0][:90]}), running a re-planned attempt {recover:.1f} s later")
@@ -123,15 +136,15 @@ def drill_worker(server, client, cluster, jobs: int) -> dict:
 def drill_raylet(server, client, cluster, jobs: int) -> dict:
     ids = submit_and_wait_checkpointed(client, jobs)
     before = {i: client.job(i)["attempts"] for i in ids}
-    nodes = [n for j in ids for n, _ in client.job(j)["allocation"]]
+    nodes = [n for j in ids for n, _ in client.job(j)["attempts_detail"][-1]["allocation"]]
     victim = next(n for n in nodes if n != "head")
     pid = cluster.raylet_pid(victim)
     t = time.time()
     os.kill(pid, signal.SIGKILL)
     hit = wait(lambda: _back_running(client, ids, before), DEADLINE_S, "lost attempts running again")
     recover = time.time() - t
-    result = outcome(client, ids, t)
-    moved = [client.job(j["id"])["allocation"] for j in hit]
+    result = outcome(client, ids, t, server.home / "jobs")
+    moved = [client.job(j["id"])["attempts_detail"][-1]["allocation"] for j in hit]
     result.update(recover_s=recover, detail=f"raylet of {victim} killed; {len(hit)} job(s) lost an attempt and ran "
                   f"again {recover:.1f} s later on {moved}")
     return result
@@ -177,7 +190,8 @@ def main() -> None:
         outcomes = "; ".join(",".join(o) for o in r["attempts"].values())
         table += (f"| {name} | {'yes' if r['ok'] else 'NO'} | {'yes' if r['once'] else 'NO'} | {r['jobs_in_store']} "
                   f"| {r['recover_s']:.1f} s | {r['all_done_s']:.1f} s | {r['detail']}; attempts: {outcomes}"
-                  f"{'; failures: ' + '; '.join(r['failures']) if r['failures'] else ''} |\n")
+                  f"{'; failures: ' + '; '.join(r['failures']) if r['failures'] else ''}"
+                  f"{'; not reported: ' + '; '.join(r['unreported']) if r.get('unreported') else ''} |\n")
     print(table)
     write_section("fault_drills", "## Fault drills on the fake cluster\n\n"
                   f"Fake cluster `{NODES}` on loopback, the server a subprocess on it (external cluster, "
