@@ -150,6 +150,20 @@ def drill_raylet(server, client, cluster, jobs: int) -> dict:
     return result
 
 
+NOTES = """
+What a raylet kill does on the fake cluster: Ray declares the node dead some 10-15 s later (GCS
+health checks); until then the node's workers keep training and reporting (actor calls go from
+worker to worker, not through the raylet). Then their Ray Train controller's health check fails
+with `WorkerHealthCheckFailedError` around `ActorDiedError`: the attempt is `lost` and the job is
+re-planned on the nodes left. The dead node's worker processes may still finish a step or two and
+write a checkpoint before they notice their raylet is gone (a real dead node takes them with it;
+a partitioned one would not): a re-planned attempt then resumes from that checkpoint, which can be
+the last step ("not reported" above: the job succeeded at its last checkpoint without reporting
+the steps the old workers ran). Fencing those writes (a worker checking that its attempt is still
+the job's current one before it saves) belongs in `frenzy.train.checkpoint`.
+"""
+
+
 DRILLS = {"server": drill_server, "worker": drill_worker, "raylet": drill_raylet}
 
 
@@ -198,7 +212,7 @@ def main() -> None:
                   f"`--step-delay 1.0`), {args.jobs} jobs of {STEPS} steps each (tiny Llama, checkpoint every 5 "
                   "steps), each fault injected with SIGKILL once every job is training past its first "
                   "checkpoint. Time to recover: server - until every attempt is re-attached; worker and "
-                  "raylet - until every job that lost its attempt runs a re-planned one.\n\n" + table,
+                  "raylet - until every job that lost its attempt runs a re-planned one.\n\n" + table + NOTES,
                   command="python bench/fault_drills.py " + " ".join(sys.argv[1:]))
 
 
