@@ -112,7 +112,12 @@ def main() -> None:
                   f"cancel nudges it), in-process executor with 6 GPUs; {args.cancels} cancels, one every 0.2 s "
                   "from the moment the queue is full, each timed from the request to `cancelled` in the store. "
                   "A bounded step plans the highest-priority unplanned jobs for 0.5 s and leaves the rest to "
-                  "the next step; cancels are handled before anything else.\n\n" + table,
+                  "the next step; cancels are handled before anything else.\n\n" + table +
+                  "\nThe bound is on the worst case: planning the whole queue in one step holds every cancel that "
+                  "arrives meanwhile for that whole step (5-6 s here; it grows with the queue and the store's "
+                  "latency, 55-100 s were seen with PostgreSQL), while a bounded step never holds one for much "
+                  "more than its 0.5 s budget plus scheduling, at any queue length. More cancels wait for a "
+                  "(short) step in the bounded loop, as planning goes on for longer, hence its higher p99.\n",
                   command="python bench/cancel_latency.py " + " ".join(sys.argv[1:]))
 
 
