@@ -1,11 +1,20 @@
-"""The control loop: one `step()` collects executor events, honours cancellations, plans queued
+"""The control loop: one `step()` honours cancellations, collects executor events, plans queued
 jobs with MARP against the live cluster, asks the scheduling policy for decisions and hands the
 placements to the executor. Clock, store and executor are injected, so `step()` runs on fake time.
+A node's free GPUs are the fewer of Frenzy's bookkeeping and, where the executor can say
+(`free_gpus()`), what the cluster really has free: never a GPU Ray still holds.
+
+Cancels come first and planning is bounded (`plan_budget_s` of work per step, highest priority
+first, plans shared between identical requests on the same cluster shape), so a cancel takes
+effect within one step however long the queue is; what is not planned this step is next step.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,6 +34,7 @@ from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, get_policy
 from frenzy.train.config import WorkerConfig
 
 log = logging.getLogger(__name__)
+PLAN_CACHE_SIZE = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +44,8 @@ class LoopSettings:
     fake_gpu: bool = True  # workers emulate GPUs on CPU (OOM test hook on)
     checkpoint_every: int = 5
     step_delay_s: float = 0.0
+    # Wall-clock seconds of planning per step (at least one job is planned); None: plan all.
+    plan_budget_s: float | None = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,13 +80,15 @@ class ControlLoop:
         self.counters = outcomes.OutcomeCounters()
         self.listeners = listeners or LoopListeners()
         self._planned: dict[str, _Planned] = {}
+        # (request, cluster shape, calibration factors) -> plans or the reason there are none
+        self._plan_cache: OrderedDict[tuple, list[PlanChoice] | str] = OrderedDict()
 
     # ---- one step -------------------------------------------------------------------------
 
     def step(self) -> StepReport:
         now = self.clock.now()
+        self._cancel(now)  # first: a cancel never waits behind events or planning
         events = self._collect(now)
-        self._cancel(now)
         nodes = [n for n in self.executor.nodes() if n.alive]
         shape = ClusterShape.from_nodes(nodes)
         planned = self._plan(now, shape)
@@ -129,21 +143,24 @@ class ControlLoop:
         signature = shape.signature()
         todo = [j for j in self.store.list_jobs([JobState.QUEUED, JobState.PLANNING], light=True)
                 if j.id not in self._planned or self._planned[j.id].shape != signature]
+        todo.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         calibration = self.store.calibration() if todo else {}
+        budget = self.settings.plan_budget_s
+        deadline = time.monotonic() + budget if budget is not None else float("inf")
         count = 0
         for job in todo:
+            if count and time.monotonic() > deadline:
+                break  # the rest next step: a long queue must not hold up cancels and placements
             job = self.store.get_job(job.id)  # with its request
             count += 1
             try:
                 request = JobRequest.from_json(job.request)
                 spec = request.job_spec()
-                family = spec.model.family
-                own = self._oom_ratio(job)
-                choices = plan_request(request, spec, shape,
-                                       lambda gpu: max(own, calibration.get((family, gpu), (1.0, 0))[0]))
+                choices = self._choices(request, spec, shape, signature, self._oom_ratio(job), calibration)
             except (FrenzyError, ValueError) as exc:
                 self._fail(job, now, f"no runnable plan: {exc}")
                 continue
+            family = spec.model.family
             self._planned[job.id] = _Planned(spec=spec, request=request, choices=choices, shape=signature)
             if job.state is JobState.QUEUED or not job.plans:
                 self.store.transition(job.id, JobState.PLANNING, now=now, plans=[_choice_json(c, family)
@@ -153,6 +170,28 @@ class ControlLoop:
             else:
                 self.store.update_job(job.id, now=now, plans=[_choice_json(c, family) for c in choices])
         return count
+
+    def _choices(self, request: JobRequest, spec: JobSpec, shape: ClusterShape, signature: tuple,
+                 own: float, calibration: dict) -> list[PlanChoice]:
+        """MARP's plans, shared by identical requests on the same shape with the same corrections."""
+        family = spec.model.family
+        factors = {t: max(own, calibration.get((family, t), (1.0, 0))[0]) for t in sorted(shape.types)}
+        fields = {k: v for k, v in request.to_json().items() if k not in ("name", "priority")}  # not planned on
+        key = (json.dumps(fields, sort_keys=True, default=str), signature, tuple(factors.items()))
+        cached = self._plan_cache.get(key)
+        if cached is None:
+            try:
+                cached = plan_request(request, spec, shape, lambda gpu: factors.get(gpu, own))
+            except (FrenzyError, ValueError) as exc:
+                cached = str(exc)
+            self._plan_cache[key] = cached
+            while len(self._plan_cache) > PLAN_CACHE_SIZE:
+                self._plan_cache.popitem(last=False)
+        else:
+            self._plan_cache.move_to_end(key)
+        if isinstance(cached, str):
+            raise ValueError(cached)
+        return list(cached)
 
     def _oom_ratio(self, job: JobRecord) -> float:
         """This job's own evidence: the largest need/predicted ratio of its OOMs. An OOM proves the
@@ -179,13 +218,9 @@ class ControlLoop:
         waiting = [j for j in self.store.list_jobs([JobState.PLANNING], light=True) if j.id in self._planned]
         if not waiting:
             return [], 0
-        used: dict[str, int] = {}
-        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
-            for node, gpus in job.allocation:
-                used[node] = used.get(node, 0) + gpus
+        free = free_gpus(self.store, self.executor, nodes)
         state = ClusterState(nodes=tuple(
-            NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus,
-                      free_gpus=max(0, n.gpus - used.get(n.name, 0)),
+            NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus, free_gpus=free[n.name][0],
                       inter_node_bandwidth_bytes_s=n.gpu_type.inter_node_bandwidth_bytes_s) for n in nodes))
         waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
@@ -252,6 +287,26 @@ class ControlLoop:
             runtime_overhead_bytes=choice.memory.breakdown.get("runtime_overhead", 0),
             fake_gpu=self.settings.fake_gpu, emulate_peak_factor=req.emulation.peak_factor,
             step_delay_s=self.settings.step_delay_s)
+
+
+def free_gpus(store: JobStore, executor: Executor, nodes: list[NodeInfo]) -> dict[str, tuple[int, int, int]]:
+    """Per node: (free, used by Frenzy's attempts, held outside Frenzy). Free is what both Frenzy's
+    bookkeeping and Ray leave free: an executor with `free_gpus()` (the Ray executor: what Ray has
+    not reserved) reports GPUs still held by an ended attempt's placement group, or by anything
+    outside Frenzy, and those are never offered to the scheduler."""
+    used: dict[str, int] = {}
+    for job in store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
+        for node, gpus in job.allocation:
+            used[node] = used.get(node, 0) + gpus
+    report = getattr(executor, "free_gpus", None)
+    actual = report() if callable(report) else None
+    out = {}
+    for n in nodes:
+        mine = min(used.get(n.name, 0), n.gpus)
+        booked = n.gpus - mine
+        free = booked if actual is None or n.name not in actual else max(0, min(booked, int(actual[n.name])))
+        out[n.name] = (free, mine, booked - free)
+    return out
 
 
 def _describe(choice: PlanChoice) -> str:

@@ -11,12 +11,11 @@ from pathlib import Path
 from frenzy.control.artifacts import artifact_root
 from frenzy.control.data_check import check_data
 from frenzy.control.inputs import InputPolicy
-from frenzy.control.loop import ControlLoop
+from frenzy.control.loop import ControlLoop, free_gpus
 from frenzy.control.planner import ClusterShape, plan_request
 from frenzy.control.ports import Clock, Executor, JobStore
 from frenzy.control.records import LOCAL_USER, JobRecord
 from frenzy.control.request import JobRequest
-from frenzy.control.states import JobState
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
 
@@ -106,18 +105,20 @@ class ControlService:
         return artifact_root(self.loop.settings.storage_root, job_id)
 
     def cluster(self) -> ClusterView:
-        used: dict[str, int] = {}
-        for job in self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
-            for node, gpus in job.allocation:
-                used[node] = used.get(node, 0) + gpus
+        """Free GPUs as the scheduler sees them: what both Frenzy's bookkeeping and Ray leave free.
+        GPUs Ray holds outside Frenzy's attempts (an ended attempt's group not yet removed, a
+        foreign placement group) count as used, and per type also as `held_outside`."""
         nodes, by_type = [], {}
-        for n in self.executor.nodes():
-            u = min(used.get(n.name, 0), n.gpus)
+        every = self.executor.nodes()
+        free = free_gpus(self.store, self.executor, [n for n in every if n.alive])
+        for n in every:
+            f, _mine, outside = free.get(n.name, (n.gpus, 0, 0))
             nodes.append(dict(name=n.name, gpu_type=n.gpu_type.name, gpu_memory_bytes=n.gpu_type.memory_bytes,
-                              total_gpus=n.gpus, used_gpus=u, free_gpus=n.gpus - u, alive=n.alive))
-            row = by_type.setdefault(n.gpu_type.name, {"total": 0, "used": 0, "free": 0})
+                              total_gpus=n.gpus, used_gpus=n.gpus - f, free_gpus=f, alive=n.alive))
+            row = by_type.setdefault(n.gpu_type.name, {"total": 0, "used": 0, "free": 0, "held_outside": 0})
             if n.alive:
                 row["total"] += n.gpus
-                row["used"] += u
-                row["free"] += n.gpus - u
+                row["used"] += n.gpus - f
+                row["free"] += f
+                row["held_outside"] += outside
         return ClusterView(nodes=nodes, by_type=by_type)

@@ -66,3 +66,47 @@ def release(group_id: str, wait_s: float = RELEASE_WAIT_S) -> bool:
 def is_removed(group: PlacementGroup) -> bool:
     entry = placement_group_table(group)
     return entry.get("state", "REMOVED") == "REMOVED"
+
+
+# ---- groups nobody will remove --------------------------------------------------------------
+# Ray removes a (non-detached) group once both its creator actor and its creator job are dead.
+# An attempt's group is created by its Ray Train controller, an actor of the server's job, which
+# lives as long as the server: a controller that died (runner killed by a cancel during start-up,
+# runner or node lost) leaves its group holding GPUs for as long as the server runs. `orphans()`
+# finds exactly those - created by an actor (not a driver, so a group someone holds on purpose is
+# never touched), that actor dead, asking for Frenzy GPUs - and `sweep()` removes them.
+
+
+def orphans() -> list[str]:
+    """Hex ids of groups that hold or wait for Frenzy GPUs and whose creator actor is dead."""
+    from ray._private.state import state
+    from ray.core.generated import gcs_pb2
+
+    from frenzy.executor.resources import RESOURCE_PREFIX
+
+    removed = gcs_pb2.PlacementGroupTableData.REMOVED
+    out = []
+    # The GCS table itself (the public placement_group_table() drops the creator fields).
+    for raw in state._connect_and_get_accessor().get_placement_group_table():
+        group = gcs_pb2.PlacementGroupTableData.FromString(raw)
+        if group.state == removed or group.is_detached or not group.creator_actor_dead:
+            continue
+        if not group.creator_actor_id or ray.ActorID(group.creator_actor_id).is_nil():
+            continue  # created by a driver: the driver's to remove
+        if any(name.startswith(RESOURCE_PREFIX) for b in group.bundles for name in b.unit_resources):
+            out.append(group.placement_group_id.hex())
+    return out
+
+
+def sweep() -> list[str]:
+    """Remove every orphaned group (see `orphans`); the ids removed. Never raises."""
+    try:
+        found = orphans()
+    except Exception:  # a Ray without these private fields: leave it to Ray Train's cleaner
+        log.exception("could not list placement groups")
+        return []
+    removed = [g for g in found if release(g, wait_s=1.0)]
+    if removed:
+        log.warning("removed %d placement group(s) whose Ray Train controller had died: %s",
+                    len(removed), removed)
+    return removed

@@ -138,3 +138,73 @@ def test_unplannable_job_fails_with_reason(env):
     loop.step()
     job = store.get_job(job.id)
     assert job.state is JobState.FAILED and "limits.gpu_types" in job.failure_reason
+
+
+def test_cancel_takes_effect_within_one_step_behind_a_long_queue(env, tmp_path):
+    store, executor, clock, _ = env
+    # planning one job per step at most: the queue of 60 takes 60 steps to plan, a cancel one
+    loop = ControlLoop(store=store, executor=executor, clock=clock,
+                       settings=LoopSettings(storage_root=tmp_path / "jobs", plan_budget_s=0.0))
+    queue = [submit(store, clock, seq_len=128 + 8 * (i % 6)) for i in range(60)]
+    urgent = submit(store, clock, priority=9, seq_len=200)
+    report = loop.step()
+    assert report.planned == 1 and store.get_job(urgent.id).state is not JobState.QUEUED  # priority first
+    victims = [queue[-1], queue[30], urgent]
+    for job in victims:
+        store.request_cancel(job.id, now=clock.now())
+    clock.advance(0.5)
+    report = loop.step()
+    assert report.planned == 1
+    for job in victims:
+        job = store.get_job(job.id)
+        assert job.state is JobState.CANCELLED and job.finished_at == clock.now()
+    assert sum(store.get_job(j.id).state is JobState.QUEUED for j in queue) == 60 - 1 - 2
+
+
+def test_identical_requests_share_one_planning(env, monkeypatch):
+    store, executor, clock, loop = env
+    from frenzy.control import loop as loop_module
+
+    calls = []
+    real = loop_module.plan_request
+    monkeypatch.setattr(loop_module, "plan_request", lambda *a, **k: calls.append(1) or real(*a, **k))
+    jobs = [submit(store, clock, limits={"gpu_types": ["A100-SXM-80G"], "max_gpus": 2}, global_batch=64)
+            for _ in range(5)] + [submit(store, clock, seq_len=128)]
+    loop.step()
+    assert len(calls) == 2  # one per distinct request on this cluster shape
+    plans = [store.get_job(j.id).plans for j in jobs]
+    assert all(p == plans[0] for p in plans[:5]) and plans[5] != plans[0]
+
+
+class RayHoldsGpus(InProcessExecutor):
+    """An executor that, like Ray, says what it really has free: here a placement group of an
+    ended attempt (or someone outside Frenzy) still holds GPUs Frenzy's bookkeeping thinks free."""
+
+    def __init__(self, nodes, held: dict[str, int]):
+        super().__init__(nodes)
+        self.held = held
+
+    def free_gpus(self):
+        return {n.name: n.gpus - self.held.get(n.name, 0) for n in self._nodes}
+
+
+def test_gpus_ray_still_holds_are_never_offered(tmp_path):
+    from frenzy.control.service import ControlService
+
+    store = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}")
+    executor = RayHoldsGpus([node("big-0", "A100-SXM-80G", 2, 3 * GiB)], held={"big-0": 2})
+    clock = FakeClock()
+    loop = ControlLoop(store=store, executor=executor, clock=clock,
+                       settings=LoopSettings(storage_root=tmp_path / "jobs"))
+    service = ControlService(store=store, executor=executor, clock=clock, loop=loop)
+    job = submit(store, clock)
+    report = loop.step()
+    assert report.placed == () and report.waiting == 1 and executor.launched == []
+    view = service.cluster()
+    assert view.by_type["A100-SXM-80G"] == {"total": 2, "used": 2, "free": 0, "held_outside": 2}
+    assert view.nodes[0]["free_gpus"] == 0
+    executor.held = {}  # Ray removed the group
+    assert loop.step().placed == (job.id,)
+    placed = executor.launched[0].num_workers
+    view = service.cluster()
+    assert view.by_type["A100-SXM-80G"] == {"total": 2, "used": placed, "free": 2 - placed, "held_outside": 0}
