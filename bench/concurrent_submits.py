@@ -20,49 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.control_loop import AcceptingExecutor, cluster, request  # noqa: E402
-
-
-def _server(db_url: str, storage: Path):
-    import uvicorn
-
-    from frenzy.control import auth
-    from frenzy.control.api import create_app
-    from frenzy.control.inputs import InputPolicy
-    from frenzy.control.loop import ControlLoop, LoopSettings
-    from frenzy.control.ports import SystemClock
-    from frenzy.control.service import ControlService
-    from frenzy.control.store import SqlJobStore
-
-    store = SqlJobStore(db_url)
-    executor = AcceptingExecutor(cluster())
-    loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(storage_root=storage))
-    service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=0.5,
-                             inputs=InputPolicy(roots=(ROOT / "examples",)))
-    app = create_app(service, auth=auth.AuthSettings.for_host("0.0.0.0"))  # tokens required, as beyond loopback
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    service.start()
-    port = server.servers[0].sockets[0].getsockname()[1]
-
-    def stop():
-        service.stop()
-        server.should_exit = True
-        thread.join(10)
-        store.close()
-
-    return f"http://127.0.0.1:{port}", store, stop
+from bench.control_loop import _serve, request  # noqa: E402
 
 
 def run(db_url: str, submits: int, clients: int) -> dict:
     from frenzy.cli.client import ApiError, Client
     from frenzy.control import auth
 
-    with tempfile.TemporaryDirectory() as tmp:
-        url, store, stop = _server(db_url, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:  # tokens required, as beyond loopback
+        first, store, stop = _serve(tmp, loop_running=True, db_url=db_url, auth=auth.AuthSettings.for_host("0.0.0.0"))
+        url = first.url
         tokens = [auth.create_token(store, f"user{i}")[1] for i in range(clients)]
         latencies, errors, lock = [], [], threading.Lock()
         body = request(0).to_json()

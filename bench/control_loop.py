@@ -95,19 +95,21 @@ def bench_loop(jobs: int) -> dict:
                 "waiting": report.waiting}
 
 
-def _serve(tmp: str, loop_running: bool):
+def _serve(tmp: str, loop_running: bool, db_url: str | None = None, auth=None):
+    """The real app, store and loop on a loopback port (`auth`: frenzy.control.auth.AuthSettings)."""
     import uvicorn
 
     from frenzy.cli.client import Client
     from frenzy.control.api import create_app
     from frenzy.control.inputs import InputPolicy
 
-    store = SqlJobStore(f"sqlite:///{tmp}/f.db")
+    store = SqlJobStore(db_url or f"sqlite:///{tmp}/f.db")
     executor = AcceptingExecutor(cluster())
     loop = ControlLoop(store=store, executor=executor, clock=SystemClock(), settings=LoopSettings(storage_root=Path(tmp)))
     service = ControlService(store=store, executor=executor, clock=SystemClock(), loop=loop, tick_s=0.5,
                              inputs=InputPolicy(roots=(ROOT / "examples",)))  # as `frenzy serve --data-root examples`
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=0, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(service, auth=auth), host="127.0.0.1", port=0,
+                                           log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -120,6 +122,7 @@ def _serve(tmp: str, loop_running: bool):
         service.stop()
         server.should_exit = True
         thread.join(10)
+        store.close()
 
     return Client(f"http://127.0.0.1:{port}"), store, stop
 
