@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -81,7 +82,8 @@ class ControlLoop:
         self.listeners = listeners or LoopListeners()
         self._planned: dict[str, _Planned] = {}
         # (request, cluster shape, calibration factors) -> plans or the reason there are none
-        self._plan_cache: OrderedDict[tuple, list[PlanChoice] | str] = OrderedDict()
+        self._plan_cache: OrderedDict[tuple, list[PlanChoice] | Exception] = OrderedDict()
+        self._plan_lock = threading.Lock()
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class ControlLoop:
             try:
                 request = JobRequest.from_json(job.request)
                 spec = request.job_spec()
-                choices = self._choices(request, spec, shape, signature, self._oom_ratio(job), calibration)
+                choices = self.choices(request, spec, shape, signature, self._oom_ratio(job), calibration)
             except (FrenzyError, ValueError) as exc:
                 self._fail(job, now, f"no runnable plan: {exc}")
                 continue
@@ -171,26 +173,29 @@ class ControlLoop:
                 self.store.update_job(job.id, now=now, plans=[_choice_json(c, family) for c in choices])
         return count
 
-    def _choices(self, request: JobRequest, spec: JobSpec, shape: ClusterShape, signature: tuple,
-                 own: float, calibration: dict) -> list[PlanChoice]:
-        """MARP's plans, shared by identical requests on the same shape with the same corrections."""
+    def choices(self, request: JobRequest, spec: JobSpec, shape: ClusterShape, signature: tuple,
+                own: float, calibration: dict) -> list[PlanChoice]:
+        """MARP's plans, shared by identical requests on the same shape with the same corrections (the
+        loop's re-plans and the API's submissions alike: API threads call this beside the loop)."""
         family = spec.model.family
         factors = {t: max(own, calibration.get((family, t), (1.0, 0))[0]) for t in sorted(shape.types)}
         fields = {k: v for k, v in request.to_json().items() if k not in ("name", "priority")}  # not planned on
         key = (json.dumps(fields, sort_keys=True, default=str), signature, tuple(factors.items()))
-        cached = self._plan_cache.get(key)
+        with self._plan_lock:
+            cached = self._plan_cache.get(key)
+            if cached is not None:
+                self._plan_cache.move_to_end(key)
         if cached is None:
             try:
                 cached = plan_request(request, spec, shape, lambda gpu: factors.get(gpu, own))
-            except (FrenzyError, ValueError) as exc:
-                cached = str(exc)
-            self._plan_cache[key] = cached
-            while len(self._plan_cache) > PLAN_CACHE_SIZE:
-                self._plan_cache.popitem(last=False)
-        else:
-            self._plan_cache.move_to_end(key)
-        if isinstance(cached, str):
-            raise ValueError(cached)
+            except (FrenzyError, ValueError) as exc:  # kept as raised: "nothing fits" stays a 409 at the API
+                cached = exc.with_traceback(None)
+            with self._plan_lock:
+                self._plan_cache[key] = cached
+                while len(self._plan_cache) > PLAN_CACHE_SIZE:
+                    self._plan_cache.popitem(last=False)
+        if isinstance(cached, Exception):
+            raise cached
         return list(cached)
 
     def _oom_ratio(self, job: JobRecord) -> float:

@@ -12,7 +12,7 @@ from frenzy.control.artifacts import artifact_root
 from frenzy.control.data_check import check_data
 from frenzy.control.inputs import InputPolicy
 from frenzy.control.loop import ControlLoop, free_gpus
-from frenzy.control.planner import ClusterShape, plan_request
+from frenzy.control.planner import ClusterShape
 from frenzy.control.ports import Clock, Executor, JobStore
 from frenzy.control.records import LOCAL_USER, JobRecord
 from frenzy.control.request import JobRequest
@@ -77,10 +77,8 @@ class ControlService:
         """Plans against the live cluster with the learnt calibration; raises with what to change."""
         request = self.inputs.check(request)
         spec = request.job_spec()
-        calibration = self.store.calibration()
-        family = spec.model.family
-        return spec, plan_request(request, spec, self.shape(),
-                                  lambda gpu: calibration.get((family, gpu), (1.0, 0))[0])
+        shape = self.shape()
+        return spec, self.loop.choices(request, spec, shape, shape.signature(), 1.0, self.store.calibration())
 
     def submit(self, request: JobRequest, owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:
         request, data = check_data(self.inputs.check(request))

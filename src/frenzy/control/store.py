@@ -9,7 +9,9 @@ A SQLite file is created private (0600, in a 0700 folder): it holds every job an
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -155,9 +157,18 @@ class SqlJobStore:
             _private_sqlite_file(self.url)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine = sa.create_engine(self.url, **kwargs)
+        # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in growing steps
+        # (its busy handler): under many concurrent submits that made a slow tail. Writers of this process
+        # queue on a lock instead; readers are not held (WAL), nor is PostgreSQL.
+        self._writers = threading.RLock() if self.url.startswith("sqlite") else contextlib.nullcontext()
         if self.url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         upgrade(self.engine)
+
+    @contextlib.contextmanager
+    def _begin(self):
+        with self._writers, self.engine.begin() as conn:
+            yield conn
 
     def close(self) -> None:
         self.engine.dispose()
@@ -171,7 +182,7 @@ class SqlJobStore:
                    submitted_at=now, updated_at=now, plans=list(plans), chosen=None, allocation=[],
                    attempts=0, cancel_requested=False, failure_reason="", progress={}, at_risk=False,
                    placed_at=None, started_at=None, finished_at=None)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(jobs.insert().values(**row))
         return self.get_job(job_id)
 
@@ -208,7 +219,7 @@ class SqlJobStore:
 
     def transition(self, job_id: str, target: JobState, *, now: float, **fields) -> JobRecord:
         """Move a job to `target` (checked against the state machine) and set other columns."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             row = conn.execute(jobs.select().where(jobs.c.id == job_id).with_for_update()).mappings().first()
             if row is None:
                 raise UnknownJobError(job_id)
@@ -222,7 +233,7 @@ class SqlJobStore:
         """Set non-state columns (progress, flags)."""
         if "state" in fields:
             raise ValueError("change a job's state with transition(), which checks the state machine")
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             result = conn.execute(jobs.update().where(jobs.c.id == job_id).values(**_columns(fields), updated_at=now))
             if result.rowcount == 0:
                 raise UnknownJobError(job_id)
@@ -234,13 +245,13 @@ class SqlJobStore:
     # ---- attempts -------------------------------------------------------------------------
 
     def add_attempt(self, attempt: AttemptRecord) -> None:
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(attempts.insert().values(**_attempt_row(attempt)))
 
     def update_attempt(self, job_id: str, number: int, **fields) -> AttemptRecord:
         current = self.attempt(job_id, number)
         updated = replace(current, **fields)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(attempts.update().where((attempts.c.job_id == job_id) & (attempts.c.number == number))
                          .values(**_attempt_row(updated)))
         return updated
@@ -263,7 +274,7 @@ class SqlJobStore:
     def append_logs(self, job_id: str, lines: Iterable[str], *, now: float) -> None:
         rows = [dict(job_id=job_id, ts=now, line=line) for line in lines]
         if rows:
-            with self.engine.begin() as conn:
+            with self._begin() as conn:
                 conn.execute(logs.insert(), rows)
 
     def logs(self, job_id: str, after: int = 0, limit: int = 10_000) -> list[tuple[int, float, str]]:
@@ -281,7 +292,7 @@ class SqlJobStore:
 
     def put_calibration(self, family: str, gpu_type: str, factor: float, samples: int, *, now: float) -> None:
         key = (calibration.c.family == family) & (calibration.c.gpu_type == gpu_type)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if conn.execute(calibration.update().where(key).values(factor=factor, samples=samples,
                                                                    updated_at=now)).rowcount == 0:
                 conn.execute(calibration.insert().values(family=family, gpu_type=gpu_type, factor=factor,
@@ -292,7 +303,7 @@ class SqlJobStore:
     def add_token(self, *, token_id: str, user: str, token_hash: str, admin: bool | None, now: float) -> TokenRecord:
         """A token for `user`, created with the user if new. `admin` sets the user's role (None keeps it;
         a new user is not an admin unless asked)."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             row = conn.execute(users.select().where(users.c.name == user).with_for_update()).mappings().first()
             if row is None:
                 conn.execute(users.insert().values(name=user, admin=bool(admin), created_at=now))
@@ -324,7 +335,7 @@ class SqlJobStore:
 
     def revoke_token(self, token_id: str, *, now: float) -> bool:
         """True if an active token was revoked."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             return conn.execute(tokens.update().where((tokens.c.id == token_id) & tokens.c.revoked_at.is_(None))
                                 .values(revoked_at=now)).rowcount > 0
 
