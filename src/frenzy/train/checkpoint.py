@@ -2,6 +2,11 @@
 
 DCP saves sharded state with global metadata and reshards on load, so an attempt re-planned onto
 a different dp x tp layout, ZeRO stage or GPU count resumes from the previous attempt's step.
+
+Fencing: an attempt the control plane gave up on (its node's raylet died, say) may keep training for
+a while on workers Ray has not reaped yet. Each attempt claims the folder when it starts (`OWNER`
+holds the newest attempt number), and a save by an older attempt stops that attempt instead of
+writing over the checkpoints the newer one resumes from.
 """
 
 from __future__ import annotations
@@ -16,6 +21,38 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 LATEST = "latest"
+OWNER = "attempt"
+
+
+class Superseded(RuntimeError):
+    """A newer attempt of the job owns its checkpoints: this one stops without writing."""
+
+
+def _write_marker(path: Path, value: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(str(value))
+    os.replace(tmp, path)
+
+
+def _owner(root: Path) -> int:
+    marker = root / OWNER
+    return int(marker.read_text().strip()) if marker.exists() else 0
+
+
+def _still_owner(root: Path, attempt: int) -> None:
+    """Rank 0 reads the owner and every rank gets its answer (a collective save must not start on
+    some ranks only)."""
+    verdict = [_owner(root) if dist.get_rank() == 0 else 0]
+    dist.broadcast_object_list(verdict, src=0)
+    if verdict[0] > attempt:
+        raise Superseded(f"attempt {attempt} was superseded by attempt {verdict[0]}; it stops without writing")
+
+
+def claim(root: Path, attempt: int) -> None:
+    """Make `attempt` the folder's owner (before loading); an older attempt's later saves stop it."""
+    if dist.get_rank() == 0 and _owner(root) <= attempt:
+        _write_marker(root / OWNER, attempt)
+    _still_owner(root, attempt)
 
 
 def latest_step(root: Path) -> int:
@@ -23,16 +60,17 @@ def latest_step(root: Path) -> int:
     return int(marker.read_text().strip()) if marker.exists() else 0
 
 
-def save(root: Path, step: int, model, optimizer) -> None:
+def save(root: Path, step: int, model, optimizer, attempt: int) -> None:
+    _still_owner(root, attempt)
     model_sd, optim_sd = get_state_dict(model, optimizer)
     folder = root / f"step-{step}"
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(folder))
     dist.barrier()
+    # The marker moves only after every shard is written (a crash mid-save keeps the old one), and
+    # only while this attempt still owns the folder (a newer one may have claimed it meanwhile).
+    _still_owner(root, attempt)
     if dist.get_rank() == 0:
-        # The marker moves only after every shard is written: a crash mid-save keeps the old one.
-        tmp = root / (LATEST + ".tmp")
-        tmp.write_text(str(step))
-        os.replace(tmp, root / LATEST)
+        _write_marker(root / LATEST, step)
         for old in root.glob("step-*"):
             if old != folder:
                 shutil.rmtree(old, ignore_errors=True)

@@ -52,6 +52,7 @@ def train_loop(config: dict, report=None) -> None:
     model = wrap_data_parallel(model, cfg, mesh, device)
     optimizer = make_optimizer(model, cfg)
     cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint.claim(cfg.checkpoint_dir, cfg.attempt)
     start = checkpoint.load(cfg.checkpoint_dir, model, optimizer)
     suit_plan(optimizer, cfg)
     prepared = prepare_data(cfg)
@@ -105,7 +106,7 @@ class _Loop:
             if cfg.step_delay_s:
                 time.sleep(cfg.step_delay_s)
             if step == 1 or step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                checkpoint.save(cfg.checkpoint_dir, step, self.model, self.optimizer)
+                checkpoint.save(cfg.checkpoint_dir, step, self.model, self.optimizer, cfg.attempt)
                 if cfg.export_every_checkpoint and step < cfg.steps:  # the last step's export follows the loop
                     hand_back(self.model, cfg, history, self.prepared, step)
             elapsed = time.perf_counter() - began

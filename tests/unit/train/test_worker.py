@@ -43,3 +43,15 @@ def test_fake_gpu_oom_is_a_real_torch_oom_on_the_measured_peak(tmp_path):
     assert result["reports"][0]["peak_source"] == "measured-cpu" and measured > 1_000_000
     assert need >= int(measured * 1.5) + 1_000_000 > 4_000_000  # step 2 (optimizer state alive) measures more
     assert [x["step"] for x in result["reports"]] == [1]  # the second step OOMs
+
+
+def test_an_attempt_that_was_superseded_stops_without_writing(tmp_path):
+    # Attempt 2 claimed the job's checkpoints (it started on other GPUs after attempt 1 was given up
+    # for lost); attempt 1's workers are still running: their next save must not touch the folder.
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "attempt").write_text("2")
+    result = run_world(base_config(tmp_path, attempt=1, steps=3), 1, tmp_path)[0]
+    assert result["error"].startswith("Superseded") and "attempt 2" in result["error"]
+    assert not list(folder.glob("step-*")) and not (folder / "latest").exists()
+    assert (folder / "attempt").read_text() == "2"
