@@ -44,6 +44,9 @@ class AcceptingExecutor:
     def nodes(self):
         return self._nodes
 
+    def free_gpus(self):
+        return None  # no cluster beside the bookkeeping: all of it is Frenzy's
+
     def check_feasible(self, launch):
         return None
 

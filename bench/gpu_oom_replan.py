@@ -51,6 +51,9 @@ class LocalProcessExecutor:
     def nodes(self):
         return [self.node]
 
+    def free_gpus(self):
+        return None  # no cluster beside the bookkeeping: all of it is Frenzy's
+
     def check_feasible(self, launch):
         fits = all(name == self.node.name and gpus <= self.node.gpus for name, gpus in launch.allocation)
         return None if fits else f"only {self.node.gpus} GPU(s) on {self.node.name}"

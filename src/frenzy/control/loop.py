@@ -296,15 +296,14 @@ class ControlLoop:
 
 def free_gpus(store: JobStore, executor: Executor, nodes: list[NodeInfo]) -> dict[str, tuple[int, int, int]]:
     """Per node: (free, used by Frenzy's attempts, held outside Frenzy). Free is what both Frenzy's
-    bookkeeping and Ray leave free: an executor with `free_gpus()` (the Ray executor: what Ray has
-    not reserved) reports GPUs still held by an ended attempt's placement group, or by anything
-    outside Frenzy, and those are never offered to the scheduler."""
+    bookkeeping and the executor's `free_gpus()` leave free (the Ray executor: what Ray has not
+    reserved): GPUs still held by an ended attempt's placement group, or by anything outside
+    Frenzy, are never offered to the scheduler."""
     used: dict[str, int] = {}
     for job in store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True):
         for node, gpus in job.allocation:
             used[node] = used.get(node, 0) + gpus
-    report = getattr(executor, "free_gpus", None)
-    actual = report() if callable(report) else None
+    actual = executor.free_gpus()
     out = {}
     for n in nodes:
         mine = min(used.get(n.name, 0), n.gpus)

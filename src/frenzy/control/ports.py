@@ -100,6 +100,10 @@ class Executor(Protocol):
     def adopt(self, job_id: str, attempt: int) -> None:
         """Resume collecting events of an attempt started by a previous server process."""
 
+    def free_gpus(self) -> dict[str, int] | None:
+        """GPUs the cluster really has free per node (an ended attempt's placement group, or anything
+        outside Frenzy, may still hold some); None when the executor cannot tell."""
+
 
 class JobStore(Protocol):
     def create_job(self, *, name: str, request: dict, priority: int, now: float,

@@ -41,6 +41,9 @@ class InProcessExecutor:
     def nodes(self):
         return list(self._nodes)
 
+    def free_gpus(self):
+        return None  # no cluster beside the bookkeeping: all of it is Frenzy's
+
     def check_feasible(self, launch):
         have = {n.name: n.gpus for n in self._nodes}
         for name, gpus in launch.allocation:
