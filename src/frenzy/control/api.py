@@ -234,7 +234,8 @@ def _summary(job: JobRecord) -> s.JobSummary:
     return s.JobSummary(id=job.id, name=job.name, state=job.state.value, priority=job.priority,
                         gpu_type=job.gpu_type, num_gpus=job.chosen["num_gpus"] if job.chosen else None,
                         plan=job.chosen.get("describe") if job.chosen else None, attempts=job.attempts,
-                        step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"), eval_loss=p.get("eval_loss"),
+                        step=p.get("step"), total_steps=p.get("total_steps"), loss=p.get("loss"),
+                        eval_loss=p.get("eval_loss"),
                         at_risk=job.at_risk, submitted_at=job.submitted_at, owner=job.owner)
 
 

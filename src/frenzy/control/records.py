@@ -39,7 +39,8 @@ class AttemptRecord:
         the device bytes, a fake GPU's live tensor bytes against the allocated bytes, the need an
         out-of-memory error reported against the bytes that decided the fit (required_bytes)."""
         memory = self.choice["memory"]
-        key = {"measured-cpu": "allocated_bytes", "oom-error": "required_bytes"}.get(self.observed_source, "device_bytes")
+        key = {"measured-cpu": "allocated_bytes", "oom-error": "required_bytes"}.get(self.observed_source,
+                                                                                    "device_bytes")
         return int(memory.get(key) or memory["device_bytes"])
 
 

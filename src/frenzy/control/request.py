@@ -150,7 +150,8 @@ class JobRequest:
             if Path(value).suffix.lower() not in DATA_SUFFIXES:
                 raise InvalidConfigError(
                     f"{what} '{value[:200]}' is not a {' / '.join(DATA_SUFFIXES)} file; give the path of such a "
-                    f"file (readable by the server and the workers)" + (f" or '{SYNTHETIC}'" if what == "dataset" else ""))
+                    "file (readable by the server and the workers)"
+                    + (f" or '{SYNTHETIC}'" if what == "dataset" else ""))
         if self.dataset == SYNTHETIC and (self.validation is not None or self.epochs is not None):
             raise InvalidConfigError("'validation' and 'epochs' need a dataset; give 'dataset' as a local file")
         if isinstance(self.validation, float | int) and not 0 < self.validation <= 0.5:
@@ -158,7 +159,8 @@ class JobRequest:
 
     def _check_optimization(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
-            raise InvalidConfigError(f"unknown lr_schedule '{self.lr_schedule}'; choose one of: {', '.join(LR_SCHEDULES)}")
+            raise InvalidConfigError(f"unknown lr_schedule '{self.lr_schedule}'; "
+                                     f"choose one of: {', '.join(LR_SCHEDULES)}")
         if self.warmup_steps < 0 or not 0 <= self.weight_decay < 1:
             raise InvalidConfigError("warmup_steps must be >= 0 and weight_decay in [0, 1)")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:

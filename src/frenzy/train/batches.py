@@ -19,9 +19,9 @@ from frenzy.train.config import WorkerConfig
 IGNORE = -100  # label of positions without loss (transformers' ignore_index)
 
 
-def loss_tokens(labels: np.ndarray) -> np.ndarray:
-    """Per row, the positions a causal LM's loss counts: labels are shifted by one (position t
-    predicts label t + 1), so the first label never counts."""
+def loss_tokens(labels):
+    """Per row (of a numpy array or a tensor), the positions a causal LM's loss counts: labels are
+    shifted by one (position t predicts label t + 1), so the first label never counts."""
     return (labels[:, 1:] != IGNORE).sum(axis=1)
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from frenzy.train.batches import IGNORE
+from frenzy.train.batches import loss_tokens
 
 
 @torch.no_grad()
@@ -24,7 +24,7 @@ def validation_loss(model: nn.Module, chunks, device: torch.device, precision) -
     try:
         for ids, labels in chunks:
             ids, labels = ids.to(device), labels.to(device)
-            tokens = int((labels[:, 1:] != IGNORE).sum())
+            tokens = int(loss_tokens(labels).sum())
             with precision():
                 loss = model(input_ids=ids, labels=labels).loss
             if tokens:

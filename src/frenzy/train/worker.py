@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from frenzy.train import checkpoint, export, manifest, memory
-from frenzy.train.batches import Batches
+from frenzy.train.batches import Batches, loss_tokens
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, MERGED, WorkerConfig
 from frenzy.train.evaluate import validation_loss
 from frenzy.train.model import apply_tensor_parallel, build_model, compute_precision, device_mesh, wrap_data_parallel
@@ -133,7 +133,7 @@ class _Loop:
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         for micro in range(cfg.grad_accum):
             ids, labels = (t.to(self.device) for t in self.batches.get(step, micro))
-            tokens = int((labels[:, 1:] != -100).sum())
+            tokens = int(loss_tokens(labels).sum())
             with self.precision():
                 loss = self.model(input_ids=ids, labels=labels).loss
             if tokens == 0:  # every label ignored: the loss is NaN, and nothing here should move the weights
