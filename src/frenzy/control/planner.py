@@ -13,11 +13,10 @@ from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.units import fmt_gib
+from frenzy.core.worker_support import TENSOR_PARALLEL_FAMILIES, unsupported_reason
 from frenzy.memory.plans import DEFAULT_SAFETY_MARGIN, PlanChoice, plan_job
 from frenzy.memory.ranking import rank_key
 
-# Model families whose decoder layers the worker knows how to tensor-parallelise (q/k/v/o, gate/up/down).
-TP_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 MAX_PLANS = 12
 
 
@@ -65,11 +64,9 @@ def _allowed_types(request: JobRequest, shape: ClusterShape) -> list[GpuType]:
 
 
 def runnable(choice: PlanChoice, spec: JobSpec, request: JobRequest, shape: ClusterShape) -> bool:
-    """The worker runs data parallel (DDP / FSDP2) and, for Llama-style models, tensor parallel."""
+    """The worker runs the plan (frenzy.core.worker_support) and the cluster has its GPUs."""
     plan = choice.plan
-    if plan.pp > 1 or choice.num_gpus > shape.total.get(choice.gpu.name, 0):
-        return False
-    if plan.tp > 1 and spec.model.family not in TP_FAMILIES:
+    if unsupported_reason(spec, plan) or choice.num_gpus > shape.total.get(choice.gpu.name, 0):
         return False
     return request.micro_batch is None or plan.micro_batch <= request.micro_batch
 
@@ -92,7 +89,7 @@ def plan_request(request: JobRequest, spec: JobSpec, shape: ClusterShape,
         try:
             found = plan_job(spec, [gpu], max_gpus=min(limit, shape.total[gpu.name]), margin=max(0.0, margin),
                              rank=rank, per_type=6, max_pp=1, sequence_parallel=False,
-                             max_tp=8 if spec.model.family in TP_FAMILIES else 1)
+                             max_tp=8 if spec.model.family in TENSOR_PARALLEL_FAMILIES else 1)
         except NoFeasiblePlanError as exc:
             failures.append(str(exc))
             continue

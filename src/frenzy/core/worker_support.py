@@ -1,0 +1,21 @@
+"""What the training worker can run. Every path that offers plans (the CLI, `GET /v1/plans`, the control
+loop, the simulator) asks this one module, so a plan shown is a plan the worker runs."""
+
+from __future__ import annotations
+
+from frenzy.core.job import JobSpec
+from frenzy.core.plan import ParallelPlan
+
+# Model families whose decoder layers the worker knows how to tensor-parallelise (q/k/v/o, gate/up/down).
+TENSOR_PARALLEL_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
+    """None when the worker runs `plan` for `spec`; otherwise why it does not (shown to the user)."""
+    if plan.pp > 1:
+        return "the worker runs no pipeline stages"
+    if plan.sequence_parallel:
+        return "the worker runs no sequence parallelism"
+    if plan.tp > 1 and spec.model.family not in TENSOR_PARALLEL_FAMILIES:
+        return f"the worker cannot tensor-parallelise {spec.model.family}"
+    return None
