@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+import anyio.to_thread
+
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -16,6 +18,7 @@ from frenzy.control import artifacts as arts
 from frenzy.control import auth as au
 from frenzy.control import request as r
 from frenzy.control import schemas as s
+from frenzy.control.data_gate import DataCheckGate, TooManyDataChecks
 from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from frenzy.control.metrics import build_registry
 from frenzy.control.records import AttemptRecord, JobRecord
@@ -32,28 +35,39 @@ MAX_SEQUENCE = 2**63 - 1
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
 AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"},
         422: {"model": s.ErrorOut}}  # an authenticated route parses its Authorization header
+BUSY = {429: {"model": s.ErrorOut, "description": "too many submissions are reading their data; retry"}}
+RETRY_AFTER_S = 5
 
 
 def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """`auth`: who must authenticate (frenzy.control.auth); default: a loopback server's rules."""
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, data_checks: DataCheckGate | None = None) -> FastAPI:
+    """`auth`: who must authenticate (frenzy.control.auth); default: a loopback server's rules.
+    `data_checks`: how many submissions read their data at once (frenzy.control.data_gate)."""
+    data_checks = data_checks or DataCheckGate()
     user, metrics_user = au.fastapi_dependencies(service.store, auth or au.AuthSettings())
     User = Depends(user)
 
     def own_job(job_id: str, who: au.Principal) -> JobRecord:
         return au.visible_job(service.store.get_job(job_id), who)
 
+    # The schema and its pages are served below, behind the same authentication as the API: they name
+    # every route and field, which a server exposed beyond loopback shows only to its users.
     app = FastAPI(title="Frenzy", version="0.1.0", dependencies=[Depends(_bounded_keys)],
+                  docs_url=None, redoc_url=None, openapi_url=None,
                   description="Serverless LLM training: submit a model and training settings, never a GPU count. "
                               "Frenzy predicts memory (MARP), plans, places and runs the job on Ray.")
     registry, _ = build_registry(service)
+    _schema_routes(app, User)
     _errors(app)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
 
-    @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses={**ERRORS, **AUTH}, tags=["jobs"])
-    def submit(job: s.JobIn, who: au.Principal = User) -> s.JobCreated:
-        """Validate, plan against the live cluster, and queue. 422 for bad settings, 409 if nothing fits."""
-        record, choices = service.submit(JobRequest.from_json(job.to_domain_json()), owner=who.user)
+    @app.post("/v1/jobs", status_code=201, response_model=s.JobCreated, responses={**ERRORS, **AUTH, **BUSY},
+              tags=["jobs"])
+    async def submit(job: s.JobIn, who: au.Principal = User) -> s.JobCreated:
+        """Validate, read the data, plan against the live cluster, and queue. 422 for bad settings or data,
+        409 if nothing fits, 429 when too many submissions are reading their data."""
+        request, data = await data_checks.run(service.check_data, JobRequest.from_json(job.to_domain_json()))
+        record, choices = await anyio.to_thread.run_sync(service.queue, request, data, who.user)
         return s.JobCreated(id=record.id, state=record.state.value, plans=[_plan_json(c) for c in choices])
 
     @app.get("/v1/jobs", response_model=list[s.JobSummary], responses=AUTH, tags=["jobs"])
@@ -147,7 +161,7 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", tags=["ops"])
-    def healthz() -> dict:
+    async def healthz() -> dict:  # on the event loop: answers even when every worker thread is busy
         return {"ok": True, "loop_step_errors": service.step_errors}
 
     _declare_errors(app)
@@ -192,6 +206,18 @@ def _error(status: int, detail: str, errors: list[dict] | None = None) -> JSONRe
         detail=detail, errors=errors if errors is not None else [{"loc": [], "msg": detail}]).model_dump())
 
 
+def _schema_routes(app: FastAPI, user) -> None:
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(_who: au.Principal = user) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(_who: au.Principal = user):
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Frenzy API")
+
+
 def _errors(app: FastAPI) -> None:
     def reply(status):
         return lambda _req, exc: _error(status, str(exc))
@@ -202,6 +228,12 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(InvalidConfigError, reply(422))
     app.add_exception_handler(ValueError, reply(422))
     app.add_exception_handler(NoFeasiblePlanError, reply(409))
+
+    @app.exception_handler(TooManyDataChecks)
+    async def busy(_req: Request, exc: TooManyDataChecks):
+        response = _error(429, str(exc))
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_req: Request, exc: StarletteHTTPException):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from frenzy.control.artifacts import artifact_root
 from frenzy.control.data_check import check_data
+from frenzy.data.prepare import DataReport
 from frenzy.control.inputs import InputPolicy
 from frenzy.control.loop import ControlLoop, free_gpus
 from frenzy.control.planner import ClusterShape
@@ -81,7 +82,15 @@ class ControlService:
         return spec, self.loop.choices(request, spec, shape, shape.signature(), 1.0, self.store.calibration())
 
     def submit(self, request: JobRequest, owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:
-        request, data = check_data(self.inputs.check(request))
+        return self.queue(*self.check_data(request), owner=owner)
+
+    def check_data(self, request: JobRequest) -> tuple[JobRequest, DataReport | None]:
+        """The slow part of a submission: the inputs checked and the job's data read as the workers will."""
+        return check_data(self.inputs.check(request))
+
+    def queue(self, request: JobRequest, data: DataReport | None,
+              owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:
+        """Plan a checked request and queue it."""
         _, choices = self.plan(request)
         job = self.store.create_job(name=request.display_name(), request=request.to_json(),
                                     priority=request.priority, now=self.clock.now(), owner=owner)

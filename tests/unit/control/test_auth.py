@@ -46,7 +46,7 @@ def test_every_endpoint_but_healthz_needs_a_valid_token(secured):
                    {"Authorization": f"Bearer frz.{record_id}' OR 1=1 --.{alice.split('.')[2]}"},
                    _as(secured, "bob")]  # bob's is revoked
     for path in ("/v1/jobs", "/v1/jobs/j-x", "/v1/jobs/j-x/logs", "/v1/jobs/j-x/artifacts",
-                 "/v1/cluster", "/v1/plans?model=gpt2", "/metrics"):
+                 "/v1/cluster", "/v1/plans?model=gpt2", "/metrics", "/openapi.json", "/docs"):
         for headers in bad_headers:
             r = secured.get(path, headers=headers)
             assert r.status_code == 401, (path, headers, r.text)
@@ -56,7 +56,9 @@ def test_every_endpoint_but_healthz_needs_a_valid_token(secured):
     assert secured.get("/v1/cluster", headers=_as(secured, "alice")).status_code == 200
     assert secured.get("/metrics", headers=_as(secured, "alice")).status_code == 403  # names others' jobs
     assert secured.get("/metrics", headers=_as(secured, "root")).status_code == 200
-    spec = secured.get("/openapi.json").json()
+    assert secured.get("/redoc").status_code == 404
+    assert "swagger" in secured.get("/docs", headers=_as(secured, "alice")).text.lower()
+    spec = secured.get("/openapi.json", headers=_as(secured, "alice")).json()
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
