@@ -240,9 +240,12 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
             memo[i] = leaner_precision_mode(job, _with_micro_batch(shape, micro[i]))
         return memo[i]
 
+    split, found = (runnable, shape.tp, shape.pp), []
+    types = [g for g in types if best_micro.get((g.name, split), 0) < micro[-1]]
+    if not types:  # a leaner shape already fits every type at the largest micro-batch: no estimate
+        return found
     # The smallest micro-batch first: if it fits no type, the shape is out (one estimate).
     least = at(0)[1].required_bytes
-    split, found = (runnable, shape.tp, shape.pp), []
     for gpu in types:
         room = capacity[gpu.name]
         lo, hi, best = bisect_right(micro, best_micro.get((gpu.name, split), 0)), len(micro) - 1, None
