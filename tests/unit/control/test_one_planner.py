@@ -56,3 +56,12 @@ def test_cli_api_loop_and_simulator_offer_the_same_plans(tmp_path):
     assert from_cli and {row[0] for row in from_cli} == {g for g, _, _ in GROUPS}
     assert from_api == from_cli and from_loop == from_cli  # the same plans in the same (time) order
     assert set(from_sim) == set(from_cli)  # the simulator ranks one-step jobs: the same set
+
+
+def test_the_simulator_plans_with_the_live_margin_which_covers_its_error_bound():
+    from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN
+    from frenzy.sim import truth
+
+    # a true peak of up to prediction x (1 + bound) stays within the GPU: (1 - m)(1 + bound) <= 1
+    assert SimConfig().safety_margin == DEFAULT_SAFETY_MARGIN
+    assert (1 - DEFAULT_SAFETY_MARGIN) * (1 + truth.MARP_ERROR_BOUND) <= 1
