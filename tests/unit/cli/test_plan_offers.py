@@ -145,3 +145,9 @@ def test_plan_shows_the_fewest_gpus_first_then_faster_plans_per_type():
     table = run("plan", "meta-llama/Llama-3.1-8B", "--seq", "4096", "--gpus", "H100-SXM-80G", "--faster", "2")
     lines = [line for line in table.output.splitlines() if "H100-SXM-80G" in line]
     assert f"│    {fewest} │" in lines[0] and "free GiB" in table.output and "safety margin" in table.output
+
+
+@pytest.mark.parametrize("flag, value", [("--faster", "-1"), ("--top", "0"), ("--max-gpus", "0")])
+def test_bad_display_options_are_one_clean_error(flag, value):
+    result = run("plan", "meta-llama/Llama-3.2-1B", flag, value)
+    assert result.exit_code == 2 and f"{flag} must be >=" in result.output and "Traceback" not in result.output
