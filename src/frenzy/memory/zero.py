@@ -65,6 +65,9 @@ def zero_sharding(training: TrainingConfig, plan: ParallelPlan) -> ZeroSharding:
     else:  # autocast and the pure precisions compute from the stored weights themselves
         stored = "fp32 weights (autocast casts them per matmul)" if master else "weights"
         states.append((stored, zero_divisor(plan, ZeroStage.PARAMETERS)))
+        if plan.dp > 1 and plan.zero in (ZeroStage.OPTIMIZER, ZeroStage.GRADIENTS):
+            note = ("counted as DeepSpeed's stage; the worker runs it on FSDP2, which also shards gradients at "
+                    "ZeRO-1 and keeps the weights gathered from forward to backward over 1/dp shards (not traced)")
     sharded = tuple(name for name, divisor in states if name and divisor > 1)
     whole = tuple(name for name, divisor in states if name and divisor == 1)
     return ZeroSharding(stage=plan.zero, dp=plan.dp, sharded=sharded, whole=whole, note=note)
