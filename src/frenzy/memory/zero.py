@@ -58,7 +58,8 @@ def zero_sharding(training: TrainingConfig, plan: ParallelPlan) -> ZeroSharding:
     note = ""
     if plan.fsdp_param_dtype:
         states.append((master, zero_divisor(plan, ZeroStage.OPTIMIZER)))
-        keep = "of one layer at a time" if plan.zero >= ZeroStage.PARAMETERS else "of every layer from its forward to its backward"
+        keep = ("of one layer at a time" if plan.zero >= ZeroStage.PARAMETERS
+                else "of every layer from its forward to its backward")
         states.append((f"bf16 working weights ({keep}, gathered)", 1))
         if plan.zero is ZeroStage.OPTIMIZER:
             note = "FSDP2 reduce-scatters gradients, so ZeRO-1 shards them as ZeRO-2 does"

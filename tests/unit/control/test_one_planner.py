@@ -31,7 +31,8 @@ def _key(row: dict) -> tuple:
 
 def test_cli_api_loop_and_simulator_offer_the_same_plans(tmp_path):
     cli = CliRunner().invoke(cli_app, ["plan", MODEL, "--gpus", ",".join(g for g, _, _ in GROUPS), "--max-gpus", "16",
-                                       "--global-batch", str(BATCH), "--seq", str(SEQ), "--steps", str(STEPS), "--json"])
+                                       "--global-batch", str(BATCH), "--seq", str(SEQ), "--steps", str(STEPS),
+                                       "--json"])
     assert cli.exit_code == 0, cli.output
     from_cli = [_key(p) for p in json.loads(cli.stdout)["plans"]]
 
