@@ -197,6 +197,7 @@ def plan(
 ) -> None:
     """Plans that fit, per GPU type: the fewest GPUs first, then faster plans (dp x tp x pp, ZeRO,
     micro-batch, recomputation), with the memory each needs and leaves free."""
+    from frenzy.memory.fit import dtype_problem
     from frenzy.memory.plans import plan_job, plan_notes
     from frenzy.memory.ranking import rank_key
 
@@ -240,6 +241,10 @@ def plan(
         console.print("[dim]only plans the training worker runs; --all adds the others, marked not runnable[/]")
     for number, reason in enumerate(not_runnable_reasons(shown), 1):
         console.print(f"runs no ({number}): not runnable here: {reason}")
+    no_dtype = [g.name for g in types if dtype_problem(training, g)]
+    if no_dtype:
+        console.print(f"[dim]not planned, no bf16 ({training.precision.value}): {', '.join(no_dtype)}; "
+                      "--precision fp16-mixed plans them[/]")
     for name, note in _notes(shown).items():
         console.print(f"note on {name}: {note}")
 

@@ -86,6 +86,8 @@ def test_gpus_without_bf16_never_get_bf16_plans(precision):
     for flags in ((), ("--all",)):
         rows = plan_json("meta-llama/Llama-3.2-1B", "--precision", precision, "--seq", "1024", *flags)
         assert rows and not {r["gpu_type"] for r in rows} & NO_BF16
+    table = run("plan", "meta-llama/Llama-3.2-1B", "--seq", "1024", "--gpus", "A10G-24G,T4-16G", "--precision", precision)
+    assert table.exit_code == 0 and "not planned, no bf16" in table.output and "T4-16G;" in table.output
     only_t4 = run("plan", "openai-community/gpt2", "--seq", "1024", "--gpus", "T4-16G", "--precision", precision)
     assert only_t4.exit_code == 2 and "fp16-mixed" in only_t4.output
     memory = run("memory", "openai-community/gpt2", "--seq", "1024", "--gpu", "T4-16G", "--precision", precision,
