@@ -162,9 +162,8 @@ def test_a_preempted_job_is_rescheduled_at_once_with_the_steps_it_has_left():
 def test_plan_frontier_keeps_each_types_fastest_and_leanest_plan():
     # Ranked by speed alone, the ten fastest A100 plans of this job are all 16-GPU plans, although
     # an 8-GPU one needs ~30% fewer GPU-seconds per step; the scheduler must be offered both.
-    from frenzy.memory.plans import plan_job
+    from frenzy.memory.plans import enumerate_plans
     from frenzy.perf.step import step_time
-    from frenzy.sim import truth
     from frenzy.sim.trace import TraceJob
 
     spec = load_cluster("sia-64")
@@ -172,8 +171,8 @@ def test_plan_frontier_keeps_each_types_fastest_and_leanest_plan():
                    seq_len=2048, steps=10)
     sim = Simulator(spec, get_policy("frenzy"), [job], SimConfig(seed=0))
     plans = sim.jobs[0].queued.plans
-    everything = plan_job(sim.jobs[0].spec, list(sim.types.values()), max_gpus=16,
-                          margin=truth.planning_margin(), per_type=1000)
+    everything = enumerate_plans(sim.jobs[0].spec, list(sim.types.values()), max_gpus=16, available=sim.capacity,
+                                 margin=sim.config.safety_margin)
 
     def gpu_seconds(c):
         return c.num_gpus * step_time(sim.jobs[0].spec, c.plan, c.gpu, nodes=math.ceil(c.num_gpus / 8)).total_s
@@ -283,8 +282,8 @@ def test_plans_are_predicted_on_the_clusters_own_network():
     spec = load_cluster("sia-64")
     links = {g.name: g.inter_node_bandwidth_bytes_s for g in spec.gpu_types()}
     assert links == {"T4-16G": 50e9 / 8, "RTX-2080Ti-11G": 50e9 / 8, "A100-SXM-40G": 200e9 / 8}
-    # global batch 8: the 16-T4 plan (dp 4 x tp 4) sends traffic between nodes that no compute hides
-    trace = TraceJob(job_id="j", submit_time_s=0.0, model="meta-llama/Llama-3.2-1B", global_batch=8, seq_len=2048,
+    # global batch 8: the 16-T4 plan (dp 8 x tp 2) sends traffic between nodes that no compute hides
+    trace = TraceJob(job_id="j", submit_time_s=0.0, model="meta-llama/Llama-3.2-3B", global_batch=8, seq_len=2048,
                      steps=100)
     job = Simulator(spec, get_policy("frenzy"), [trace], SimConfig(seed=0)).jobs[0].queued
     spread = [c for c in job.plans if c.gpu.name == "T4-16G" and c.num_gpus > 4]

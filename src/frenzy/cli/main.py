@@ -14,12 +14,14 @@ from rich.console import Console
 from frenzy.cli.options import (
     USER_ERRORS, GpuCatalog, TrainingFlags, fail, parse_recompute, parse_zero, use_gpu_catalog,
 )
-from frenzy.cli.render import memory_table, plans_table
+from frenzy.cli.render import by_gpu_type, memory_table, not_runnable_reasons, plans_legend, plans_table
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec, context_warning
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.units import gib
+from frenzy.memory.plans import DEFAULT_FASTER
+from frenzy.memory.zero import ZERO_HELP
 
 app = typer.Typer(help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -46,9 +48,9 @@ def _root(gpu_catalog: GpuCatalog = None) -> None:
     catalog.use_gpu_catalog(gpu_catalog)
 
 
-def _warnings(job: JobSpec) -> list[str]:
+def _warnings(job: JobSpec, *extra: str | None) -> list[str]:
     """What may hurt the job without stopping it, printed on stderr so stdout stays one JSON object."""
-    found = [w for w in (context_warning(job),) if w]
+    found = [w for w in (context_warning(job), *extra) if w]
     for warning in found:
         typer.echo(f"warning: {warning}", err=True)
     return found
@@ -68,7 +70,7 @@ def memory(
     lora_rank: LoraRank = 8,
     lora_targets: LoraTargets = "q,v",
     lora_dropout: LoraDropout = 0.0,
-    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)")] = 0,
+    zero: Annotated[int, typer.Option(help=ZERO_HELP)] = 0,
     dp: Annotated[int, typer.Option(help="data-parallel degree")] = 1,
     tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
     pp: Annotated[int, typer.Option(help="pipeline-parallel degree")] = 1,
@@ -84,34 +86,41 @@ def memory(
     gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Predict the per-GPU peak memory of one training step under one parallel plan."""
-    from frenzy.memory.estimate import estimate
-    from frenzy.memory.plans import check_plan
+    from frenzy.core.worker_support import unsupported_reason
+    from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, fit_problem, usable_bytes
+    from frenzy.memory.plans import check_plan, leaner_precision_mode
+    from frenzy.memory.zero import zero_sharding
 
     use_gpu_catalog(gpu_catalog)
     try:
         arch = load_model(model)
         training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
-        plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=parse_zero(zero), micro_batch=micro_batch,
-                            grad_accum=grad_accum, recompute=parse_recompute(recompute),
-                            sequence_parallel=sequence_parallel)
-        job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=plan.global_batch)
-        check_plan(job, plan)
+        asked = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=parse_zero(zero), micro_batch=micro_batch,
+                             grad_accum=grad_accum, recompute=parse_recompute(recompute),
+                             sequence_parallel=sequence_parallel)
+        job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=asked.global_batch)
+        check_plan(job, asked)
+        plan, formula = leaner_precision_mode(job, asked)  # the mixed-precision mode the planner gives it
         gpu_type = catalog.gpu_type(gpu) if gpu else None
-        results = {"MARP": estimate(job, plan, gpu_type)}
+        results = {"MARP": formula}
         if trace or compare:
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
-    warnings = _warnings(job)
+    warnings = _warnings(job, _zero_warning(zero, dp))
     result = results["trace"] if trace and not compare else results["MARP"]
-    fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
+    problem = None if gpu_type is None else fit_problem(training, result.required_bytes, gpu_type)
+    unsupported, sharding = unsupported_reason(job, plan), zero_sharding(training, plan)
     if as_json:
         out = {"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
-               "plan": plan.describe(), **result.to_json(), "warnings": warnings}
+               "plan": plan.describe(), "mixed_precision": plan.mixed_precision.value, **result.to_json(),
+               "zero_sharding": sharding.to_json(), "runnable": unsupported is None,
+               "not_runnable_reason": unsupported, "warnings": warnings}
         if compare:
             out["trace"] = results["trace"].to_json()
         if gpu_type is not None:
-            out.update(gpu=gpu_type.name, gpu_memory_bytes=gpu_type.memory_bytes, fits=fits)
+            out.update(gpu=gpu_type.name, gpu_memory_bytes=gpu_type.memory_bytes, safety_margin=DEFAULT_SAFETY_MARGIN,
+                       usable_bytes=usable_bytes(gpu_type), fits=problem is None, fit_problem=problem)
             if gpu_type.note:
                 out["gpu_note"] = gpu_type.note
         print(json.dumps(out, indent=2))
@@ -121,14 +130,35 @@ def memory(
         console.print(f"{arch.family}: no formula; activations from a per-layer profile traced once and cached")
     shown = results if compare else {"trace" if trace else "MARP": result}
     console.print(memory_table(f"Peak memory per GPU — {plan.describe()}, seq {seq}", shown))
+    console.print(sharding.describe())
     if trace or compare:
         console.print("The trace cannot see memory allocated inside kernels (flash-attention backward "
                       "accumulators, cuBLAS workspaces) nor the CUDA context; MARP adds them.")
+    if unsupported:
+        console.print(f"[yellow]the training worker does not run this plan: {unsupported}[/]")
     if gpu_type is not None:
-        verdict = "[green]fits[/]" if fits else "[red]does not fit[/]"
-        console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): {verdict}")
-        if gpu_type.note:
-            console.print(f"note on {gpu_type.name}: {gpu_type.note}")
+        _print_fit(gpu_type, result.required_bytes, problem)
+
+
+def _zero_warning(zero: int, dp: int) -> str | None:
+    if zero > 0 and dp == 1:
+        return f"--zero {zero} with --dp 1 shards nothing (ZeRO shards across data-parallel ranks); use --dp > 1"
+    return None
+
+
+def _print_fit(gpu_type, required_bytes: int, problem: str | None) -> None:
+    """The fit verdict by the planner's rule (memory.fit): required bytes within the GPU less the margin."""
+    from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, usable_bytes
+
+    usable = usable_bytes(gpu_type)
+    if problem is None:
+        console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): [green]fits[/] — needs "
+                      f"{gib(required_bytes):.1f} GiB of {gib(usable):.1f} GiB usable after the "
+                      f"{DEFAULT_SAFETY_MARGIN:.0%} safety margin, {gib(usable - required_bytes):.1f} GiB free")
+    else:
+        console.print(f"{gpu_type.name} ({gib(gpu_type.memory_bytes):.1f} GiB): [red]does not fit[/] — {problem}")
+    if gpu_type.note:
+        console.print(f"note on {gpu_type.name}: {gpu_type.note}")
 
 
 def _traced(model: str, training, plan: ParallelPlan, seq: int):
@@ -157,27 +187,33 @@ def plan(
     gpus: Annotated[Optional[str], typer.Option(help="comma list of GPU types (default: whole catalog)")] = None,
     objective: Annotated[str, typer.Option(help="time | cost")] = "time",
     max_gpus: Annotated[int, typer.Option(help="largest GPU count to consider")] = 64,
-    top: Annotated[int, typer.Option(help="plans to show")] = 15,
+    faster: Annotated[int, typer.Option(help="plans per GPU type shown after the one on the fewest GPUs, "
+                                              "each predicted faster than it")] = DEFAULT_FASTER,
+    top: Annotated[int, typer.Option(help="GPU types to show, best first (--json prints all)")] = 5,
+    show_all: Annotated[bool, typer.Option("--all", help="also plans the training worker does not run, "
+                                                         "marked with the reason")] = False,
     as_json: Json = False,
     gpu_catalog: GpuCatalog = None,
 ) -> None:
-    """Rank the plans that fit, per GPU type: GPU count, dp x tp x pp, ZeRO, micro-batch, recomputation."""
+    """Plans that fit, per GPU type: the fewest GPUs first, then faster plans (dp x tp x pp, ZeRO,
+    micro-batch, recomputation), with the memory each needs and leaves free."""
+    from frenzy.memory.fit import dtype_problem
     from frenzy.memory.plans import plan_job, plan_notes
     from frenzy.memory.ranking import rank_key
 
     use_gpu_catalog(gpu_catalog)
     try:
-        if max_gpus < 1:
-            raise ValueError(f"--max-gpus must be >= 1, got {max_gpus}")
-        if top < 1:
-            raise ValueError(f"--top must be >= 1 (--json prints every plan), got {top}")
+        for name, value, least in (("--max-gpus", max_gpus, 1), ("--top", top, 1), ("--faster", faster, 0)):
+            if value < least:
+                raise ValueError(f"{name} must be >= {least}, got {value}")
         arch = load_model(model)
         training = _training(precision, method, lora_rank, lora_targets, optimizer, attention, lora_dropout)
         job = JobSpec(model=arch, training=training, seq_len=seq, global_batch=global_batch, steps=steps)
         types = ([catalog.gpu_type(g) for g in gpus.split(",") if g.strip()] if gpus
                  else list(catalog.gpu_types().values()))
         fixed = [parse_recompute(recompute)] if recompute else None
-        choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=rank_key(objective, job))
+        choices = plan_job(job, types, max_gpus=max_gpus, recompute=fixed, rank=rank_key(objective, job),
+                           faster=faster, include_unrunnable=show_all)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
     warnings = _warnings(job)
@@ -193,12 +229,23 @@ def plan(
     console.print(arch.summary())
     for note in plan_notes(job):
         console.print(f"[yellow]{note}[/]")
+    grouped = by_gpu_type(choices)
+    shown = [c for group in grouped[:top] for c in group]
     console.print(plans_table(f"Plans for global batch {global_batch} x seq {seq} x {steps} steps "
                               f"({training.precision.value}, {training.method.value}), objective {objective}",
-                              choices[:top], job))
-    if len(choices) > top:
-        console.print(f"… {len(choices) - top} more (--top N or --json)")
-    for name, note in _notes(choices[:top]).items():
+                              shown, job, show_reason=show_all))
+    console.print(plans_legend(faster))
+    if len(grouped) > top:
+        console.print(f"… {len(grouped) - top} more GPU type(s) (--top N or --json)")
+    if not show_all:
+        console.print("[dim]only plans the training worker runs; --all adds the others, marked not runnable[/]")
+    for number, reason in enumerate(not_runnable_reasons(shown), 1):
+        console.print(f"runs no ({number}): not runnable here: {reason}")
+    no_dtype = [g.name for g in types if dtype_problem(training, g)]
+    if no_dtype:
+        console.print(f"[dim]not planned, no bf16 ({training.precision.value}): {', '.join(no_dtype)}; "
+                      "--precision fp16-mixed plans them[/]")
+    for name, note in _notes(shown).items():
         console.print(f"note on {name}: {note}")
 
 

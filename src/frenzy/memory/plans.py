@@ -1,16 +1,25 @@
-"""Enumerate the parallel plans of a job on every GPU type, keep those that fit, and rank them.
+"""Enumerate the parallel plans of a job on every GPU type, keep those that fit, and offer a few.
 
-Memory does not depend on the GPU type, so each plan shape (GPU count, dp x tp x pp, ZeRO stage,
-recomputation, micro-batch) is estimated once and then compared against every type's capacity.
-For a shape, only the largest micro-batch that fits is kept (fewest accumulation steps); per GPU
-type the plans at the smallest GPU counts that fit are kept. The order of the final list is the
-scheduler's priority order and comes from a replaceable ranking function.
+This is the one planner: `frenzy plan`, `GET /v1/plans`, the control loop and the simulator all call
+`plan_job`, with one fit rule (frenzy.memory.fit: required bytes plus the safety margin, and the
+GPU's dtype support) and one rule for what the worker runs (frenzy.core.worker_support).
+
+Memory does not depend on the GPU type, so each plan shape (GPU count, dp x tp x pp, sequence
+parallelism, ZeRO stage, recomputation, micro-batch) is estimated once and then compared against
+every type's capacity. For a shape, only the largest micro-batch that fits is kept (fewest
+accumulation steps). Per GPU type the plans at the smallest GPU count that fits and at twice that
+count are enumerated; of those the type offers the best plan at the smallest count and then up to
+`faster` plans that the perf model predicts faster than it. Plans the worker does not run are
+enumerated apart (they never displace a runnable one) and offered only when asked for, marked
+with the reason. The order of the final list is the scheduler's priority order and comes from a
+replaceable ranking function.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
@@ -19,23 +28,31 @@ from frenzy.core.model import ModelArch
 from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_param_dtype
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
+from frenzy.core.worker_support import unsupported_reason
 from frenzy.memory.estimate import estimate
+from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, check_margin, dtype_problem, usable_bytes
 from frenzy.memory.result import MemoryEstimate
+from frenzy.perf.step import step_time
 
-DEFAULT_SAFETY_MARGIN = 0.05  # fraction of a GPU's memory left free beyond the predicted device bytes
+__all__ = ["DEFAULT_SAFETY_MARGIN", "DEFAULT_FASTER", "PlanChoice", "plan_job", "enumerate_plans", "check_plan",
+           "usable_bytes"]
+
 DEFAULT_MAX_GPUS = 64
-DEFAULT_PLANS_PER_TYPE = 3
+DEFAULT_FASTER = 2  # plans offered per GPU type beyond the one at the smallest GPU count
 MAX_MICRO_BATCH = 64
+MAX_TENSOR_PARALLEL = 8  # tensor parallelism stays inside a node's NVLink/PCIe domain
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanChoice:
-    """A plan on one GPU type, with its predicted memory and how much room it leaves."""
+    """A plan on one GPU type, with its predicted memory, how much room it leaves, and whether the
+    training worker runs it (`unsupported`: None, or why not)."""
 
     gpu: GpuType
     plan: ParallelPlan
     memory: MemoryEstimate
-    usable_bytes: int  # GPU memory minus the safety margin
+    usable_bytes: int  # GPU memory less the safety margin (and the calibration factor)
+    unsupported: str | None = None
     # Stored, not a property: the scheduler reads it in every inner loop.
     num_gpus: int = field(init=False, repr=False, compare=False)
 
@@ -43,7 +60,12 @@ class PlanChoice:
         object.__setattr__(self, "num_gpus", self.plan.num_gpus)
 
     @property
+    def runnable(self) -> bool:
+        return self.unsupported is None
+
+    @property
     def headroom_bytes(self) -> int:
+        """Bytes left free beyond the safety margin: usable bytes less the required bytes."""
         return self.usable_bytes - self.memory.required_bytes
 
     @property
@@ -60,7 +82,10 @@ class PlanChoice:
             "recompute": p.recompute.name.lower(), "sequence_parallel": p.sequence_parallel,
             "mixed_precision": p.mixed_precision.value,
             "memory": self.memory.to_json(),
+            "usable_bytes": self.usable_bytes,
             "headroom_bytes": self.headroom_bytes,
+            "runnable": self.runnable,
+            "not_runnable_reason": self.unsupported,
         }
 
 
@@ -128,28 +153,31 @@ def check_plan(job: JobSpec, plan: ParallelPlan) -> None:
 
 
 def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recompute],
-            zero: Sequence[ZeroStage], max_pp: int = 64,
-            sequence_parallel: bool = True) -> Iterable[tuple[ParallelPlan, list[int]]]:
-    """Plan shapes on `num_gpus` GPUs, each with its candidate micro-batches (largest first)."""
+            zero: Sequence[ZeroStage], max_micro_batch: int) -> Iterable[tuple[ParallelPlan, list[int]]]:
+    """Plan shapes on `num_gpus` GPUs, each with its candidate micro-batches (ascending). Within a
+    (tp, pp) split the leaner shapes come first: sequence parallelism (when tp divides the sequence)
+    before none, then lower ZeRO stages and less recomputation."""
     for tp in _tensor_degrees(job, max_tp):
-        for pp in _powers_of_two(min(job.model.num_layers, num_gpus // tp, max_pp)):
+        for pp in _powers_of_two(min(job.model.num_layers, num_gpus // tp)):
             if num_gpus % (tp * pp):
                 continue
             dp = num_gpus // (tp * pp)
             if job.global_batch % dp:
                 continue
             per_rank = job.global_batch // dp
-            micro = [m for m in _powers_of_two(min(per_rank, MAX_MICRO_BATCH)) if per_rank % m == 0]
+            micro = [m for m in _powers_of_two(min(per_rank, max_micro_batch)) if per_rank % m == 0]
             if pp > 1:  # 1F1B needs at least pp micro-batches in flight
                 micro = [m for m in micro if per_rank // m >= pp]
             if not micro:
                 continue
-            for stage in zero if dp > 1 else [ZeroStage.NONE]:
-                for rc in recompute:
-                    yield ParallelPlan(dp=dp, tp=tp, pp=pp, zero=stage, recompute=rc,
-                                       sequence_parallel=sequence_parallel and tp > 1 and job.seq_len % tp == 0,
-                                       micro_batch=1,
-                                       grad_accum=per_rank), micro[::-1]
+            for sp in ((True, False) if tp > 1 and job.seq_len % tp == 0 else (False,)):
+                for stage in zero if dp > 1 else [ZeroStage.NONE]:
+                    for rc in recompute:
+                        plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=stage, recompute=rc, sequence_parallel=sp,
+                                            micro_batch=1, grad_accum=per_rank)
+                        if stage is ZeroStage.OPTIMIZER and supports_fsdp_param_dtype(job.training, plan):
+                            continue  # FSDP2 runs it as ZeRO-2 (memory.zero): the same plan twice
+                        yield plan, micro
 
 
 def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
@@ -160,76 +188,174 @@ def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
 
 
 def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPlan, MemoryEstimate]:
-    """`plan` in the mixed-precision mode that needs less memory, with its estimate. A bf16-mixed job
-    on an FSDP2-sharded plan can run autocast or FSDP2's MixedPrecisionPolicy (fsdp2-param); one
-    variant per plan is kept, the one with the lower required bytes (autocast on a tie), so the
-    plan space does not double and the ranking compares plans, not precision modes."""
-    memory = estimate(job, plan)
+    """`plan` in the mixed-precision mode it runs in, with its estimate. A bf16-mixed job on an
+    FSDP2-sharded plan (dp > 1, ZeRO >= 1, no QLoRA) can run autocast or FSDP2's MixedPrecisionPolicy
+    (fsdp2-param).
+    - ZeRO-1/2 always run fsdp2-param: DeepSpeed's bf16 ZeRO-1/2 semantics, bf16 working weights
+      kept gathered from forward to backward over sharded fp32 masters, gradients and optimizer
+      state (memory.fsdp_mixed). Under autocast the worker's FSDP2 would keep fp32 weights gathered.
+    - ZeRO-3 keeps the mode with the lower required bytes (autocast on a tie), so the plan space
+      does not double and the ranking compares plans, not precision modes."""
     if not supports_fsdp_param_dtype(job.training, plan):
-        return plan, memory
+        return plan, estimate(job, plan)
     variant = replace(plan, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
     other = estimate(job, variant)
+    if plan.zero < ZeroStage.PARAMETERS:
+        return variant, other
+    memory = estimate(job, plan)
     return (variant, other) if other.required_bytes < memory.required_bytes else (plan, memory)
 
 
-def usable_bytes(gpu: GpuType, margin: float) -> int:
-    return int(gpu.memory_bytes * (1 - margin))
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Search:
+    """What one enumeration compares shapes against: per GPU type its capacity and GPU-count limit."""
+
+    job: JobSpec
+    types: tuple[GpuType, ...]
+    capacity: dict[str, int]
+    limit: dict[str, int]
+
+
+def _search(job: JobSpec, gpus: Sequence[GpuType], max_gpus: int, available: Mapping[str, int] | None,
+            margin: float, factors: Mapping[str, float] | None) -> _Search:
+    check_margin(margin)
+    factors = factors or {}
+    types = tuple(g for g in gpus if dtype_problem(job.training, g) is None)
+    limit = {g.name: min(max_gpus, available.get(g.name, 0)) if available is not None else max_gpus for g in types}
+    return _Search(job=job, types=types, limit=limit,
+                   capacity={g.name: usable_bytes(g, margin, factors.get(g.name, 1.0)) for g in types})
+
+
+def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list[GpuType],
+             best_micro: dict[tuple, int], runnable: bool) -> list[PlanChoice]:
+    """The shape at the largest micro-batch that fits each type, unless a leaner shape of the same
+    split (tp, pp, runnable or not) already fits that type with a micro-batch at least as large.
+    Required bytes grow with the micro-batch, so each type bisects `micro` (ascending); the
+    estimates are shared between types."""
+    job, capacity = search.job, search.capacity
+    memo: dict[int, tuple[ParallelPlan, MemoryEstimate]] = {}
+
+    def at(i: int) -> tuple[ParallelPlan, MemoryEstimate]:
+        if i not in memo:
+            memo[i] = leaner_precision_mode(job, _with_micro_batch(shape, micro[i]))
+        return memo[i]
+
+    split, found = (runnable, shape.tp, shape.pp), []
+    types = [g for g in types if best_micro.get((g.name, split), 0) < micro[-1]]
+    if not types:  # a leaner shape already fits every type at the largest micro-batch: no estimate
+        return found
+    # The smallest micro-batch first: if it fits no type, the shape is out (one estimate).
+    least = at(0)[1].required_bytes
+    for gpu in types:
+        room = capacity[gpu.name]
+        lo, hi, best = bisect_right(micro, best_micro.get((gpu.name, split), 0)), len(micro) - 1, None
+        while least <= room and lo <= hi:
+            mid = (lo + hi) // 2
+            if at(mid)[1].required_bytes <= room:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            continue
+        plan, memory = at(best)
+        reason = unsupported_reason(job, plan)
+        if (reason is None) != runnable:  # the worker's rule read the finished plan otherwise than its shape
+            continue
+        found.append(PlanChoice(gpu=gpu, plan=plan, memory=memory, usable_bytes=room, unsupported=reason))
+        best_micro[(gpu.name, split)] = micro[best]
+    return found
 
 
 def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DEFAULT_MAX_GPUS,
-                    margin: float = DEFAULT_SAFETY_MARGIN, per_type: int = DEFAULT_PLANS_PER_TYPE,
-                    recompute: Sequence[Recompute] | None = None, zero: Sequence[ZeroStage] | None = None,
-                    max_tp: int = 8, max_pp: int = 64, sequence_parallel: bool = True,
-                    rank: RankKey = rank_by_gpus_then_headroom) -> list[PlanChoice]:
-    """All GPU types' best few fitting plans, ranked. Empty when nothing fits (see `plan_job`).
+                    available: Mapping[str, int] | None = None, margin: float = DEFAULT_SAFETY_MARGIN,
+                    factors: Mapping[str, float] | None = None, recompute: Sequence[Recompute] | None = None,
+                    zero: Sequence[ZeroStage] | None = None, max_micro_batch: int | None = None,
+                    include_unrunnable: bool = False) -> list[PlanChoice]:
+    """Every fitting plan at each GPU type's smallest fitting count and twice it, unranked.
 
-    `max_tp`, `max_pp` and `sequence_parallel` restrict the plan space to what an executor runs
-    (Frenzy's worker has no pipeline stages and no sequence parallelism)."""
-    if not 0 <= margin < 1:
-        raise ValueError(f"safety margin must be in [0, 1), got {margin}")
+    `available`: GPUs of each type (a cluster's; None: any number up to `max_gpus`); `factors`: a
+    calibration factor per type name (memory.fit.usable_bytes). Shapes the worker does not run
+    are skipped before any estimate unless `include_unrunnable`."""
+    search = _search(job, gpus, max_gpus, available, margin, factors)
     recompute = list(recompute or [Recompute.NONE, Recompute.FULL])
     zero = list(zero if zero is not None else ZeroStage)
-    eligible = [g for g in gpus if g.supports_bf16 or not job.training.precision.needs_bf16]
-    found: dict[str, list[PlanChoice]] = {g.name: [] for g in eligible}
-    settled: dict[str, int] = {}  # GPU type -> the smallest count that fit
-    capacity = {g.name: usable_bytes(g, margin) for g in eligible}
-    for count in _powers_of_two(max_gpus):
-        open_types = [g for g in eligible if settled.get(g.name, count) >= count // 2]
-        if not open_types:
+    kinds = (True, False) if include_unrunnable else (True,)
+    settled: dict[tuple[str, bool], int] = {}  # (GPU type, runnable) -> the smallest count that fit
+    found: list[PlanChoice] = []
+    for count in _powers_of_two(max(search.limit.values(), default=0)):
+        open_types = {kind: [g for g in search.types if count <= search.limit[g.name]
+                             and settled.get((g.name, kind), count) >= count // 2] for kind in kinds}
+        if not any(open_types.values()):
             break
-        # Shapes come cheapest first (lower ZeRO stage, less recomputation); a costlier shape is
-        # kept for a type only if it allows a larger micro-batch than a cheaper one already did.
+        # A costlier shape is kept for a type only if it allows a larger micro-batch than a leaner one did.
         best_micro: dict[tuple, int] = {}
-        widest = min(max_tp, max(g.gpus_per_node for g in open_types))
-        for shape, micro in _shapes(job, count, widest, recompute, zero, max_pp, sequence_parallel):
-            split = (shape.tp, shape.pp)
-            # The smallest micro-batch first: if it fits no open type, the shape is out (one estimate).
-            chosen = {micro[-1]: leaner_precision_mode(job, _with_micro_batch(shape, micro[-1]))}
-            remaining = [g for g in open_types if g.gpus_per_node >= shape.tp
-                         and chosen[micro[-1]][1].required_bytes <= capacity[g.name]]
-            for mb in micro:  # largest first: each type keeps the largest micro-batch that fits it
-                remaining = [g for g in remaining if best_micro.get((g.name, split), 0) < mb]
-                if not remaining:
-                    break
-                if mb not in chosen:
-                    chosen[mb] = leaner_precision_mode(job, _with_micro_batch(shape, mb))
-                plan, memory = chosen[mb]
-                for gpu in remaining:
-                    if memory.required_bytes <= capacity[gpu.name]:
-                        found[gpu.name].append(PlanChoice(gpu=gpu, plan=plan, memory=memory,
-                                                          usable_bytes=capacity[gpu.name]))
-                        settled.setdefault(gpu.name, count)
-                        best_micro[(gpu.name, split)] = mb
-    ranked = [c for choices in found.values() for c in sorted(choices, key=rank)[:per_type]]
-    return sorted(ranked, key=rank)
+        widest = max(g.gpus_per_node for types in open_types.values() for g in types)
+        for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
+                                    max_micro_batch or MAX_MICRO_BATCH):
+            runnable = unsupported_reason(job, shape) is None
+            types = [g for g in open_types.get(runnable, ()) if g.gpus_per_node >= shape.tp]
+            if types:
+                new = _fitting(search, shape, micro, types, best_micro, runnable)
+                for choice in new:
+                    settled.setdefault((choice.gpu.name, runnable), count)
+                found += new
+    return found
+
+
+def offered(job: JobSpec, found: Sequence[PlanChoice], rank: RankKey, faster: int) -> list[PlanChoice]:
+    """Per GPU type (runnable and not apart): the best plan by `rank` at the smallest GPU count, then
+    up to `faster` plans the perf model predicts faster than it, best by `rank` first. Ranked."""
+    groups: dict[tuple[str, bool], list[PlanChoice]] = {}
+    for c in found:
+        groups.setdefault((c.gpu.name, c.runnable), []).append(c)
+    kept = []
+    for plans in groups.values():
+        fewest = min(c.num_gpus for c in plans)
+        first = min((c for c in plans if c.num_gpus == fewest), key=rank)
+        seconds = step_time(job, first.plan, first.gpu).total_s
+        quicker = [c for c in plans if step_time(job, c.plan, c.gpu).total_s < seconds]
+        kept += [first, *sorted(quicker, key=rank)[:faster]]
+    return sorted(kept, key=rank)
+
+
+def plan_job(job: JobSpec, gpus: Sequence[GpuType], *, rank: RankKey = rank_by_gpus_then_headroom,
+             faster: int = DEFAULT_FASTER, **search) -> list[PlanChoice]:
+    """The plans offered for `job` on `gpus` (see the module docstring), ranked; NoFeasiblePlanError
+    naming the smallest need and what would make it fit when none is. `search`: enumerate_plans'
+    options (max_gpus, available, margin, factors, recompute, zero, max_micro_batch, include_unrunnable)."""
+    if faster < 0:
+        raise ValueError(f"faster must be >= 0, got {faster}")
+    if not gpus:
+        raise NoFeasiblePlanError("no GPU types to plan for; pass at least one GPU type")
+    if all(dtype_problem(job.training, g) for g in gpus):
+        raise NoFeasiblePlanError(
+            f"{job.training.precision.value} needs bf16, which none of {', '.join(g.name for g in gpus)} "
+            "supports; use --precision fp16-mixed or fp32, or allow an Ampere-or-newer GPU type")
+    choices = offered(job, enumerate_plans(job, gpus, **search), rank, faster)
+    if choices:
+        return choices
+    if not search.get("include_unrunnable"):
+        others = enumerate_plans(job, gpus, **dict(search, include_unrunnable=True))
+        if others:
+            best = min(others, key=rank)
+            raise NoFeasiblePlanError(
+                f"no plan the training worker runs fits {job.model.name}; {len(others)} plan(s) fit that it does "
+                f"not run (e.g. {best.plan.describe()} on {best.gpu.name}: {best.unsupported}); "
+                "`frenzy plan --all` lists them")
+    raise NoFeasiblePlanError(_nothing_fits(job, gpus, search.get("max_gpus", DEFAULT_MAX_GPUS),
+                                            search.get("margin", DEFAULT_SAFETY_MARGIN)))
 
 
 def smallest_requirement(job: JobSpec, *, max_gpus: int = DEFAULT_MAX_GPUS) -> tuple[ParallelPlan, MemoryEstimate]:
-    """The least per-GPU memory any plan up to `max_gpus` GPUs needs (to explain infeasibility)."""
+    """The least per-GPU memory any plan the worker runs up to `max_gpus` GPUs needs (to explain
+    infeasibility)."""
     best = None
     for count in _powers_of_two(max_gpus):
-        for shape, micro in _shapes(job, count, 8, [Recompute.FULL], list(ZeroStage)):
-            plan, memory = leaner_precision_mode(job, _with_micro_batch(shape, micro[-1]))
+        for shape, micro in _shapes(job, count, MAX_TENSOR_PARALLEL, [Recompute.FULL], list(ZeroStage),
+                                    MAX_MICRO_BATCH):
+            if unsupported_reason(job, shape):
+                continue
+            plan, memory = leaner_precision_mode(job, _with_micro_batch(shape, micro[0]))
             if best is None or memory.required_bytes < best[1].required_bytes:
                 best = (plan, memory)
     if best is None:
@@ -240,21 +366,8 @@ def smallest_requirement(job: JobSpec, *, max_gpus: int = DEFAULT_MAX_GPUS) -> t
     return best
 
 
-def plan_job(job: JobSpec, gpus: Sequence[GpuType], **kwargs) -> list[PlanChoice]:
-    """Ranked plans, or NoFeasiblePlanError naming the smallest need and what would make it fit."""
-    if not gpus:
-        raise NoFeasiblePlanError("no GPU types to plan for; pass at least one GPU type")
-    if job.training.precision.needs_bf16 and not any(g.supports_bf16 for g in gpus):
-        raise NoFeasiblePlanError(
-            f"{job.training.precision.value} needs bf16, which none of {', '.join(g.name for g in gpus)} "
-            "supports; use --precision fp16-mixed or fp32, or allow an Ampere-or-newer GPU type"
-        )
-    choices = enumerate_plans(job, gpus, **kwargs)
-    if choices:
-        return choices
-    max_gpus = kwargs.get("max_gpus", DEFAULT_MAX_GPUS)
+def _nothing_fits(job: JobSpec, gpus: Sequence[GpuType], max_gpus: int, margin: float) -> str:
     plan, memory = smallest_requirement(job, max_gpus=max_gpus)
-    margin = kwargs.get("margin", DEFAULT_SAFETY_MARGIN)
     biggest = max(gpus, key=lambda g: g.memory_bytes)
     hints = []
     if job.training.method.value == "full":
@@ -263,10 +376,8 @@ def plan_job(job: JobSpec, gpus: Sequence[GpuType], **kwargs) -> list[PlanChoice
         hints.append("allow more GPUs (--max-gpus) for more tensor/pipeline parallelism")
     hints.append("shorten the sequence or use a smaller micro-batch")
     needed = memory.required_bytes / (1 - margin)
-    raise NoFeasiblePlanError(
-        f"no allowed GPU type fits {job.model.name}: the smallest plan up to {max_gpus} GPUs "
-        f"({plan.describe()}) needs {fmt_gib(memory.required_bytes)} per GPU "
-        f"(+{margin:.0%} margin = {fmt_gib(needed)}), the largest allowed GPU ({biggest.name}) has "
-        f"{fmt_gib(biggest.memory_bytes)}; " + "; ".join(hints) + ", or add a GPU type with "
-        f">= {fmt_gib(needed, 0)}"
-    )
+    return (f"no allowed GPU type fits {job.model.name}: the smallest plan up to {max_gpus} GPUs "
+            f"({plan.describe()}) needs {fmt_gib(memory.required_bytes)} per GPU "
+            f"(+{margin:.0%} margin = {fmt_gib(needed)}), the largest allowed GPU ({biggest.name}) has "
+            f"{fmt_gib(biggest.memory_bytes)}; " + "; ".join(hints) + ", or add a GPU type with "
+            f">= {fmt_gib(needed, 0)}")

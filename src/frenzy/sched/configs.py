@@ -19,6 +19,7 @@ from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Recompute, ZeroStage
+from frenzy.core.worker_support import unsupported_reason
 from frenzy.memory.estimate import estimate
 from frenzy.memory.plans import PlanChoice
 from frenzy.perf.step import step_time
@@ -63,8 +64,18 @@ def _candidate_shapes(spec: JobSpec, num_gpus: int, widest: int):
         micro = [m for m in _powers_of_two(min(per_rank, MAX_MICRO_BATCH)) if per_rank % m == 0]
         for zero in ([ZeroStage.NONE, ZeroStage.PARAMETERS] if dp > 1 else [ZeroStage.NONE]):
             for rc in (Recompute.NONE, Recompute.FULL):
-                yield [ParallelPlan(dp=dp, tp=tp, zero=zero, recompute=rc, sequence_parallel=tp > 1,
-                                    micro_batch=m, grad_accum=per_rank // m) for m in micro]
+                variants = ([ParallelPlan(dp=dp, tp=tp, zero=zero, recompute=rc, sequence_parallel=sp,
+                                          micro_batch=m, grad_accum=per_rank // m) for m in micro]
+                            for sp in ((True, False) if tp > 1 and spec.seq_len % tp == 0 else (False,)))
+                plans = _runnable(spec, variants)
+                if plans:
+                    yield plans
+
+
+def _runnable(spec: JobSpec, variants) -> list[ParallelPlan] | None:
+    """The first variant (sequence parallel, then not) the training worker runs: a baseline's user
+    runs Frenzy's worker too (core.worker_support)."""
+    return next((plans for plans in variants if unsupported_reason(spec, plans[0]) is None), None)
 
 
 def _largest_fitting(spec: JobSpec, plans: list[ParallelPlan], capacity: int):

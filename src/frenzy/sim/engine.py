@@ -29,6 +29,7 @@ from frenzy.core.errors import FrenzyError, NoFeasiblePlanError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
+from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN
 from frenzy.memory.plans import PlanChoice, plan_job
 from frenzy.memory.ranking import check_objective, rank_key
 from frenzy.perf.step import step_time
@@ -44,7 +45,6 @@ from frenzy.sim.trace import TraceJob
 
 ARRIVAL, END, ROUND = 0, 1, 2
 MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
-CANDIDATES_PER_TYPE = 100  # MARP plans per GPU type (plus scale-outs) the scheduler's frontier is drawn from
 RESCHEDULES_AFTER_PREEMPTION = 2  # immediate extra calls for jobs a call preempted (a live loop's next tick)
 
 
@@ -78,7 +78,7 @@ class SimConfig:
     restore_s: float = 30.0  # extra on a restart: loading the checkpoint
     max_gpus_per_job: int = 64
     objective: str = "time"  # MARP's plan ranking: time or cost
-    safety_margin: float = truth.planning_margin()
+    safety_margin: float = DEFAULT_SAFETY_MARGIN  # the live planner's; it covers truth.MARP_ERROR_BOUND
 
     def __post_init__(self):
         if self.seed < 0:
@@ -136,17 +136,20 @@ class Simulator:
         if key not in self._plan_cache:
             shape = JobSpec(model=spec.model, training=spec.training, seq_len=spec.seq_len,
                             global_batch=spec.global_batch)
-            try:
-                found = plan_job(shape, list(self.types.values()), max_gpus=self.config.max_gpus_per_job,
-                                 margin=self.config.safety_margin, rank=rank_key(self.config.objective, shape),
-                                 per_type=CANDIDATES_PER_TYPE)
-            except NoFeasiblePlanError:
-                found = []
-            found = [c for c in found if c.num_gpus <= self.capacity[c.gpu.name]]
-            found = with_scale_out(shape, found, self.capacity, self.config.max_gpus_per_job)
+            found = with_scale_out(shape, self.offered_plans(shape), self.capacity, self.config.max_gpus_per_job)
             found = sorted(found, key=rank_key(self.config.objective, shape))
             self._plan_cache[key] = _frontier(shape, found, self.widest_node)
         return self._plan_cache[key]
+
+    def offered_plans(self, spec: JobSpec) -> list[PlanChoice]:
+        """MARP's plans for `spec` on this cluster: the live planner's call (memory.plans.plan_job)
+        with the cluster's GPU types and counts; empty when none fits."""
+        try:
+            return plan_job(spec, list(self.types.values()), rank=rank_key(self.config.objective, spec),
+                            max_gpus=self.config.max_gpus_per_job, available=self.capacity,
+                            margin=self.config.safety_margin)
+        except NoFeasiblePlanError:
+            return []
 
     def _admit(self, trace: TraceJob, error: float) -> None:
         spec = JobSpec(model=_model(trace.model), seq_len=trace.seq_len, global_batch=trace.global_batch,

@@ -99,10 +99,14 @@ def fsdp_param_dtype(cfg: WorkerConfig) -> bool:
 
 
 def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, device: torch.device) -> nn.Module:
-    """ZeRO 0 -> DDP; ZeRO 1/2 -> FSDP2 keeping parameters gathered after forward; ZeRO 3 ->
-    FSDP2 resharding after forward. With tensor parallelism the dp shards are 2-D (FSDP2 + TP).
-    In the fsdp2-param mode every FSDP2 unit all-gathers its parameters in bf16 and reduce-scatters
-    fp32 gradients (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))."""
+    """ZeRO 0 -> DDP (everything replicated); ZeRO >= 1 -> FSDP2 with each decoder layer and the root
+    as units, so the stored weights, their gradients (reduce-scattered) and the optimizer state built
+    on them are 1/dp shards at every stage: ZeRO-1 runs as ZeRO-2. ZeRO 1/2 keep a unit's gathered
+    weights from its forward to its backward (reshard_after_forward=False); ZeRO 3 reshards them
+    after each forward. With tensor parallelism the dp shards are 2-D (FSDP2 + TP).
+    In the fsdp2-param mode, which the planner gives every bf16-mixed ZeRO-1/2 plan (DeepSpeed's bf16
+    ZeRO-1/2: memory.zero), the gathered weights are bf16 over fp32 sharded masters and gradients
+    are reduce-scattered in fp32 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32))."""
     if cfg.dp == 1:
         return model
     if cfg.zero == 0 and cfg.tp == 1:

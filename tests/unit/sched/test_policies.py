@@ -28,10 +28,10 @@ def _nodes(free=None):
                  for t in TYPES for i in range(2))
 
 
-def _job(job_id, model="EleutherAI/pythia-160m", steps=1000, submit=0.0, gpus=1, batch=8, types=TYPES):
+def _job(job_id, model="EleutherAI/pythia-160m", steps=1000, submit=0.0, gpus=1, batch=8, types=TYPES, max_gpus=8):
     spec = JobSpec(model=load_model(model), training=TrainingConfig(precision=Precision.FP16_MIXED), seq_len=512,
                    global_batch=batch, steps=steps)
-    plans = tuple(plan_job(spec, [catalog.gpu_type(t) for t in types], max_gpus=8))
+    plans = tuple(plan_job(spec, [catalog.gpu_type(t) for t in types], max_gpus=max_gpus))
     return QueuedJob(job_id=job_id, spec=spec, plans=plans, submit_time_s=submit, requested_gpus=gpus)
 
 
@@ -95,7 +95,8 @@ def test_frenzy_waits_for_faster_gpus_when_a_slow_start_would_make_no_progress()
 
 def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
     # The A100s free at t=1000 s: ~940 s of T4 progress is worth more than the restart of the move.
-    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
+    # one-GPU plans: the two-A100 plan would be over MAX_SLOWDOWN faster than any T4 plan
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000, max_gpus=1)
     (place,) = get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head], now=0.0)
     assert place.choice.gpu.name == "T4-16G"
     # At t=1000 s the A100s are idle and nobody waits: the grow pass moves the job onto them.
@@ -116,7 +117,8 @@ def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio(
     # the newcomer, with a tenth of the head's steps, goes first: checked last.)
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
 
-    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000)
+    # one-GPU plans: the two-A100 plan would be over MAX_SLOWDOWN faster than any T4 plan
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000, max_gpus=1)
     (place,) = get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head], now=0.0)
     on_t4 = RunningJob(job_id="head", choice=place.choice, allocation=place.allocation, start_time_s=0.0,
                        expected_end_s=60.0 + head.spec.steps * step_seconds(head)[id(place.choice)], job=head)
@@ -125,7 +127,7 @@ def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio(
                           start_time_s=900.0, expected_end_s=1e7)
     free = {name: 4 - gpus for name, gpus in place.allocation} | {"A100-SXM-40G-0": 1, "A100-SXM-40G-1": 0}
     state = ClusterState(nodes=_nodes(free), running=(on_t4, long_job))
-    new = _job("new", model="Qwen/Qwen2.5-0.5B", steps=20_000, submit=1000.0)
+    new = _job("new", model="Qwen/Qwen2.5-0.5B", steps=20_000, submit=1000.0, max_gpus=1)
 
     decisions = HeterogeneityAwareScheduler(order="hrrn").schedule(state, [new], now=1000.0)
     moved = {d.job_id: d.choice.gpu.name for d in decisions if isinstance(d, Place)}

@@ -1,0 +1,54 @@
+"""ZeRO stages in the worker (train.model.wrap_data_parallel), on a two-rank fake process group:
+bf16-mixed ZeRO-1/2 keep each layer's bf16 working weights gathered from its forward to its
+backward over fp32 sharded masters (DeepSpeed's bf16 ZeRO-1/2), ZeRO-3 regathers them per layer;
+gradients come back as fp32 1/dp shards at every stage (FSDP2's reduce-scatter)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from frenzy.train.config import WorkerConfig
+from frenzy.train.model import build_model, compute_precision, device_mesh, wrap_data_parallel
+from tests.unit.train.dist_helpers import base_config
+
+MODE = dict(dp=2, micro_batch=1, grad_accum=2, precision="bf16-mixed", mixed_precision="fsdp2-param")
+
+
+@pytest.fixture
+def fake_world():
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("zero, gathered_after_forward", [(1, True), (2, True), (3, False)])
+def test_working_weights_stay_gathered_between_forward_and_backward_below_zero3(tmp_path, fake_world, zero,
+                                                                                gathered_after_forward):
+    from torch.distributed.tensor import DTensor
+
+    cfg = WorkerConfig(**base_config(tmp_path, **MODE, zero=zero))
+    device = torch.device("cpu")
+    model = wrap_data_parallel(build_model(cfg), cfg, device_mesh(cfg, "cpu"), device)
+    proj = model.model.layers[0].mlp.up_proj
+    full_rows = proj.weight.shape[0]
+    ids = torch.randint(0, 512, (1, 16))
+    with compute_precision(cfg, device):
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    between = proj.weight  # what the layer holds after its forward, before its backward
+    if gathered_after_forward:
+        assert not isinstance(between, DTensor) and between.dtype == torch.bfloat16
+        assert between.shape[0] == full_rows  # whole, not a shard
+    else:
+        assert isinstance(between, DTensor) and between.dtype == torch.float32
+    loss.backward()
+    master, grad = proj.weight, proj.weight.grad
+    assert isinstance(master, DTensor) and master.dtype == torch.float32
+    assert master.to_local().shape[0] * 2 == full_rows  # fp32 master: a 1/dp shard
+    assert isinstance(grad, DTensor) and grad.dtype == torch.float32
+    assert grad.to_local().shape == master.to_local().shape  # gradients sharded at ZeRO-1 too
