@@ -15,13 +15,11 @@ from typing import Iterable, Mapping
 import sqlalchemy as sa
 
 from frenzy.control.states import JobState
-from frenzy.core import catalog
-from frenzy.sched.quotas import DEFAULT_TEAM, Teams, borrowed_gpus
+from frenzy.sched.quotas import (  # noqa: F401 (MAX_QUOTA_*: the API's bounds)
+    DEFAULT_TEAM, MAX_QUOTA_GPUS, MAX_QUOTA_TYPES, Teams, borrowed_gpus, canonical_quota,
+)
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
-# A quota beyond every GPU a cluster could hold means nothing (the same bound as a job's max_gpus).
-MAX_QUOTA_GPUS = 1 << 16
-MAX_QUOTA_TYPES = 64
 DEFAULT_POOL = "(no team)"  # how the default pool is shown: not a valid team name, so never a team's
 
 
@@ -78,26 +76,6 @@ def check_team_name(name: str) -> str:
     return name
 
 
-def parse_quota(quota: Mapping) -> dict[str, int]:
-    """Canonical GPU type -> GPUs. Unknown types raise UnknownNameError with the closest names;
-    counts are whole numbers in 0..MAX_QUOTA_GPUS (never true/false); a type named twice (under two
-    aliases) is refused."""
-    if not isinstance(quota, Mapping) or len(quota) > MAX_QUOTA_TYPES:
-        raise ValueError(f"a quota maps at most {MAX_QUOTA_TYPES} GPU types to GPU counts, e.g. {{\"H100\": 8}}")
-    out: dict[str, int] = {}
-    for raw, gpus in quota.items():
-        if not isinstance(raw, str) or not 0 < len(raw) <= 64:
-            raise ValueError(f"a GPU type is a name of 1-64 characters (see `frenzy gpus`), got {raw!r}")
-        name = catalog.gpu_type(raw).name
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_QUOTA_GPUS:
-            raise ValueError(f"quota of {raw}: a whole number of GPUs from 0 to {MAX_QUOTA_GPUS:,} is expected, "
-                             f"got {gpus!r}")
-        if name in out:
-            raise ValueError(f"quota names {name} twice (as {raw} and another alias); name it once")
-        out[name] = gpus
-    return out
-
-
 class TeamStoreMixin:
     """Team methods of SqlJobStore (frenzy.control.store), kept here to keep that module small."""
 
@@ -109,7 +87,7 @@ class TeamStoreMixin:
     def set_team(self, name: str, quota: Mapping, *, now: float) -> TeamRecord:
         """Create the team or replace its quota."""
         check_team_name(name)
-        quota = parse_quota(quota)
+        quota = canonical_quota(quota)
         teams, _ = self._team_tables()
         with self._begin() as conn:
             found = conn.execute(teams.select().where(teams.c.name == name).with_for_update()).first()

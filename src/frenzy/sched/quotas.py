@@ -40,6 +40,31 @@ from frenzy.sched.registry import Policy
 from frenzy.sched.types import ClusterState, Decision, NodeState, Place, Preempt, QueuedJob, RunningJob
 
 DEFAULT_TEAM = ""  # users in no team: nominal quota zero, borrow only
+# A quota beyond every GPU a cluster could hold means nothing (the bound of a job's max_gpus).
+MAX_QUOTA_GPUS = 1 << 16
+MAX_QUOTA_TYPES = 64
+
+
+def canonical_quota(quota: Mapping) -> dict[str, int]:
+    """Canonical GPU type -> GPUs, from user-typed names. Unknown types raise UnknownNameError with
+    the closest names; counts are whole numbers in 0..MAX_QUOTA_GPUS (never true/false); a type
+    named twice (under two aliases) is refused."""
+    from frenzy.core import catalog
+
+    if not isinstance(quota, Mapping) or len(quota) > MAX_QUOTA_TYPES:
+        raise ValueError(f"a quota maps at most {MAX_QUOTA_TYPES} GPU types to GPU counts, e.g. {{\"H100\": 8}}")
+    out: dict[str, int] = {}
+    for raw, gpus in quota.items():
+        if not isinstance(raw, str) or not 0 < len(raw) <= 64:
+            raise ValueError(f"a GPU type is a name of 1-64 characters (see `frenzy gpus`), got {raw!r}")
+        name = catalog.gpu_type(raw).name
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_QUOTA_GPUS:
+            raise ValueError(f"quota of {raw}: a whole number of GPUs from 0 to {MAX_QUOTA_GPUS:,} is expected, "
+                             f"got {gpus!r}")
+        if name in out:
+            raise ValueError(f"quota names {name} twice (as {raw} and another alias); name it once")
+        out[name] = gpus
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
