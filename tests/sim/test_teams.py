@@ -68,3 +68,18 @@ def test_a_run_under_quotas_has_no_violation_and_every_job_ends():
     plain = QuotaAudit(get_policy("frenzy"), spec.teams_for(jobs))
     Simulator(cluster, plain, jobs, SimConfig(seed=1)).run()
     assert plain.violations > 0
+
+
+def test_frenzy_simulate_with_teams(trace_csv, tmp_path):
+    from typer.testing import CliRunner
+
+    from frenzy.cli.main import app
+
+    args = ["simulate", "--trace", str(trace_csv), "--cluster", "testbed", "--policy", "frenzy", "--max-jobs", "12"]
+    result = CliRunner().invoke(app, [*args, "--teams", "users"])
+    assert result.exit_code == 0, result.output
+    assert "frenzy under team quotas: 0 quota violation(s)" in result.output
+    bad = tmp_path / "teams.yaml"
+    bad.write_text("teams:\n  red:\n    quota: {H10O: 1}\n")
+    result = CliRunner().invoke(app, [*args, "--teams", str(bad)])
+    assert result.exit_code == 2 and "Did you mean" in result.output and "Traceback" not in result.output
