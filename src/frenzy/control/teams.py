@@ -89,11 +89,13 @@ class TeamStoreMixin:
         check_team_name(name)
         quota = canonical_quota(quota)
         teams, _ = self._team_tables()
-        with self._begin() as conn:
-            found = conn.execute(teams.select().where(teams.c.name == name).with_for_update()).first()
-            if found is None:
-                conn.execute(teams.insert().values(name=name, quota=quota, created_at=now, updated_at=now))
-            else:
+        try:
+            with self._begin() as conn:
+                if conn.execute(teams.update().where(teams.c.name == name)
+                                .values(quota=quota, updated_at=now)).rowcount == 0:
+                    conn.execute(teams.insert().values(name=name, quota=quota, created_at=now, updated_at=now))
+        except sa.exc.IntegrityError:  # created meanwhile by another request: this quota replaces it
+            with self._begin() as conn:
                 conn.execute(teams.update().where(teams.c.name == name).values(quota=quota, updated_at=now))
         return self.team(name)
 
@@ -119,7 +121,12 @@ class TeamStoreMixin:
                 raise TeamConflictError(f"user {user} is in team {current} (a user is in one team); remove them "
                                         f"first: `frenzy team remove-user {current} {user}`")
             if current is None:
-                conn.execute(members.insert().values(user_name=user, team=team, added_at=now))
+                try:
+                    with conn.begin_nested():
+                        conn.execute(members.insert().values(user_name=user, team=team, added_at=now))
+                except sa.exc.IntegrityError:  # put in a team by another request meanwhile, or the team deleted
+                    raise TeamConflictError(f"user {user} was just put in a team, or team {team} removed, by another "
+                                            "request; see `frenzy team list` and try again") from None
         return self.team(team)
 
     def remove_team_member(self, team: str, user: str) -> TeamRecord:
