@@ -83,20 +83,20 @@ def table(results: list[dict]) -> str:
     for r in results:
         for row in r["rows"]:
             cut = f"{(row['shared_h'] / row['alone_h'] - 1) * 100:+.1f}%" if row["alone_h"] else "—"
-            lines.append(f"| {r['load']:g} | {row['team']} | {row['jobs']} | {row['compared']} | {_f(row['alone_h'])} | "
-                         f"{_f(row['shared_h'])} | {_f(row['plain_h'])} | {cut} |")
+            lines.append(f"| {r['load']:g} | {row['team']} | {row['jobs']} | {row['compared']} | "
+                         f"{_f(row['alone_h'])} | {_f(row['shared_h'])} | {_f(row['plain_h'])} | {cut} |")
     lines += ["", "| load | quota violations | jobs violating | waited by choice | scheduling calls | preemptions "
               "with quotas | without | avg JCT all jobs, quotas h | no quotas h | wall s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['load']:g} | {r['violations']} | {r['violating_jobs']} | {r['by_choice']} | {r['calls']} | "
-                     f"{r['preemptions']} | "
-                     f"{r['plain_preemptions']} | {_f(r['shared_avg_h'])} | {_f(r['plain_avg_h'])} | {r['wall_s']:.0f} |")
+        lines.append(f"| {r['load']:g} | {r['violations']} | {r['violating_jobs']} | {r['by_choice']} | "
+                     f"{r['calls']} | {r['preemptions']} | {r['plain_preemptions']} | {_f(r['shared_avg_h'])} | "
+                     f"{_f(r['plain_avg_h'])} | {r['wall_s']:.0f} |")
     rows = [row for r in results for row in r["rows"] if row["alone_h"] and row["shared_h"]]
     better = sum(row["shared_h"] < row["alone_h"] for row in rows)
     cost = [r["shared_avg_h"] / r["plain_avg_h"] - 1 for r in results if r["shared_avg_h"] and r["plain_avg_h"]]
-    lines += ["", f"Shared with borrowing beat running alone on the quota for {better} of {len(rows)} team x load runs. "
-              f"Against no quotas at all the average JCT over all jobs is "
+    lines += ["", f"Shared with borrowing beat running alone on the quota for {better} of {len(rows)} team x load "
+              f"runs. Against no quotas at all the average JCT over all jobs is "
               f"{', '.join(f'{c * 100:+.0f}%' for c in cost)} (loads {args_loads(results)}): the price of the "
               "guarantee. Each team's within-quota jobs are planned by HAS on the team's part of the cluster only, "
               "a borrower takes only GPUs idle now and no team's unused quota is lent while one of its jobs could "

@@ -17,14 +17,14 @@ from pydantic import BaseModel, Field, StrictInt, StringConstraints
 
 from frenzy.control import schemas as s
 from frenzy.control.auth import USER_NAME, Principal
-from frenzy.control.teams import (
-    MAX_QUOTA_GPUS, MAX_QUOTA_TYPES, TEAM_NAME, NotAMemberError, TeamConflictError, TeamRecord, UnknownTeamError,
-)
+from frenzy.control.teams import TEAM_NAME, NotAMemberError, TeamConflictError, TeamRecord, UnknownTeamError
+from frenzy.sched.quotas import MAX_QUOTA_GPUS, MAX_QUOTA_TYPES
 
 GpuName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=s.PRINTABLE)]
 Gpus = Annotated[StrictInt, Field(ge=0, le=MAX_QUOTA_GPUS)]
-TeamName = Annotated[str, Path(max_length=64, pattern=TEAM_NAME.pattern,
-                               description="1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")]
+TeamName = Annotated[str, Path(max_length=64, pattern=TEAM_NAME.pattern, description="1-64 letters, digits, "
+                                                                                     "'.', '_', '@' or '-', starting "
+                                                                                     "with a letter or digit")]
 UserName = Annotated[str, Path(max_length=64, pattern=USER_NAME.pattern, description="a user name")]
 TEAM_ERRORS = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"},
                403: {"model": s.ErrorOut, "description": "not an admin"}, 404: {"model": s.ErrorOut},

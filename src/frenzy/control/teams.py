@@ -15,9 +15,7 @@ from typing import Iterable, Mapping
 import sqlalchemy as sa
 
 from frenzy.control.states import JobState
-from frenzy.sched.quotas import (  # noqa: F401 (MAX_QUOTA_*: the API's bounds)
-    DEFAULT_TEAM, MAX_QUOTA_GPUS, MAX_QUOTA_TYPES, Teams, borrowed_gpus, canonical_quota,
-)
+from frenzy.sched.quotas import DEFAULT_TEAM, Teams, borrowed_gpus, canonical_quota
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 DEFAULT_POOL = "(no team)"  # how the default pool is shown: not a valid team name, so never a team's

@@ -40,7 +40,7 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.sched.placement import best_fit
 from frenzy.sched.pool import FreePool
 from frenzy.sched.registry import Policy
-from frenzy.sched.types import ClusterState, Decision, NodeState, Place, Preempt, QueuedJob, RunningJob
+from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
 
 DEFAULT_TEAM = ""  # users in no team: nominal quota zero, borrow only
 # A quota beyond every GPU a cluster could hold means nothing (the bound of a job's max_gpus).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from frenzy.control import auth
-from frenzy.control.teams import MAX_QUOTA_GPUS
+from frenzy.sched.quotas import MAX_QUOTA_GPUS
 from tests.unit.control.conftest import build_client
 from tests.unit.control.test_loop import TINY
 
