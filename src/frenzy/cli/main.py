@@ -307,6 +307,7 @@ from frenzy.cli.serve import register as _register_serve; _register_serve(app)  
 from frenzy.cli.simulate import register as _register_simulate; _register_simulate(app)  # noqa: E402,E702
 from frenzy.cli.artifacts import register as _register_artifacts; _register_artifacts(app)  # noqa: E402,E702
 from frenzy.cli.auth import register as _register_auth; _register_auth(app)  # noqa: E402,E702
+from frenzy.cli.teams import register as _register_teams; _register_teams(app)  # noqa: E402,E702
 
 
 def main() -> None:

@@ -227,6 +227,10 @@ def cluster(url: Url = None) -> None:
         table.add_row(n["name"], n["gpu_type"], _gib(n["gpu_memory_bytes"]), str(n["total_gpus"]),
                       str(n["used_gpus"]), str(n["free_gpus"]), "yes" if n["alive"] else "no")
     console.print(table)
+    from frenzy.cli.teams import team_table
+    teams = team_table(out.get("teams") or {})
+    if teams is not None:
+        console.print(teams)
 
 
 def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PORT")] = "HEAD:6379",

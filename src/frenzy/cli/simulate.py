@@ -50,6 +50,9 @@ def simulate(
     objective: Annotated[str, typer.Option(help="MARP plan ranking: time | cost")] = "time",
     as_json: Annotated[Optional[Path], typer.Option("--json", help="write every metric per policy here")] = None,
     plots: Annotated[Optional[Path], typer.Option(help="write JCT CDF, queue and utilisation PNGs here")] = None,
+    teams: Annotated[Optional[str], typer.Option(
+        help="team GPU quotas: a teams file (YAML/JSON: team -> quota, users), or 'users' for one team per trace "
+             "user with an equal share of every GPU type (docs/QUOTAS.md)")] = None,
     gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Replay a job trace on a simulated cluster and compare scheduling policies."""
@@ -72,6 +75,7 @@ def simulate(
         jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
         if arrival_scale != 1.0:
             jobs = scale_arrivals(jobs, arrival_scale)
+        wrap, audits = _quotas(teams, jobs, spec)
     except (*USER_ERRORS, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     if not jobs:
@@ -85,11 +89,28 @@ def simulate(
         def tick(name, done, total, now):
             progress.update(tasks[name], completed=done, total=total, t=f"sim {now / 3600:,.1f} h")
 
-        results = run(spec, jobs, names, config, on_progress=tick)
+        results = run(spec, jobs, names, config, on_progress=tick, wrap=wrap)
+    for audit in audits:
+        console.print(f"{audit.name} under team quotas: {audit.violations} quota violation(s) in {audit.calls} calls")
     rows = comparison_rows(results)
     console.print(comparison_table(rows, f"{trace.name} on {spec.name}: {len(jobs)} jobs"))
     _write_outputs(results, rows, {"trace": str(trace), "cluster": spec.name, "jobs": len(jobs), "seed": seed},
                    as_json, plots)
+
+
+def _quotas(teams: Optional[str], jobs, cluster):
+    """(policy wrapper, the audits it made) for --teams; (None, []) without it."""
+    if teams is None:
+        return None, []
+    from frenzy.sim.teams import derive_teams, load_teams, quota_policy
+
+    spec = derive_teams(jobs, cluster) if teams == "users" else load_teams(teams)
+    audits = []
+
+    def wrap(policy):
+        audits.append(quota_policy(policy, spec, jobs))
+        return audits[-1]
+    return wrap, audits
 
 
 def _check_outputs(as_json: Optional[Path], plots: Optional[Path]) -> None:

@@ -25,6 +25,7 @@ from frenzy.control.records import AttemptRecord, JobRecord
 from frenzy.control.request import JobRequest
 from frenzy.control.service import ControlService
 from frenzy.control.store import UnknownJobError
+from frenzy.control.team_routes import register_team_routes
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
 
 # Job ids are "j-" and hex: an id the store's 32-character column could hold is looked up (a 404 when
@@ -129,7 +130,7 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
     @app.get("/v1/cluster", response_model=s.ClusterOut, responses=AUTH, dependencies=[User], tags=["cluster"])
     def cluster() -> s.ClusterOut:
         view = service.cluster()
-        return s.ClusterOut(nodes=[s.NodeOut(**n) for n in view.nodes], gpu_types=view.by_type)
+        return s.ClusterOut(nodes=[s.NodeOut(**n) for n in view.nodes], gpu_types=view.by_type, teams=view.teams)
 
     @app.get("/v1/plans", response_model=s.PlansOut, responses={**ERRORS, **AUTH}, dependencies=[User],
              tags=["plans"])
@@ -164,6 +165,7 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
     async def healthz() -> dict:  # on the event loop: answers even when every worker thread is busy
         return {"ok": True, "loop_step_errors": service.step_errors}
 
+    register_team_routes(app, service, user)
     _declare_errors(app)
     return app
 

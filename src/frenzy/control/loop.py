@@ -27,11 +27,13 @@ from frenzy.control.ports import Clock, Executor, Finished, JobStore, Launch, Lo
 from frenzy.control.records import AttemptRecord, JobRecord
 from frenzy.control.request import JobRequest
 from frenzy.control.states import AttemptOutcome, JobState
+from frenzy.control.teams import teams_for_jobs
 from frenzy.core.errors import FrenzyError
 from frenzy.core.hf_cache import local_model_folder
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
-from frenzy.sched import ClusterState, NodeState, Place, QueuedJob, get_policy
+from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
+from frenzy.sched.quotas import QuotaScheduler
 from frenzy.train.config import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class ControlLoop:
         self.counters = outcomes.OutcomeCounters()
         self.listeners = listeners or LoopListeners()
         self._planned: dict[str, _Planned] = {}
+        self._launched: dict[tuple[str, int], tuple[PlanChoice, float]] = {}  # (job, attempt) -> (plan, start)
         # (request, cluster shape, calibration factors) -> plans or the reason there are none
         self._plan_cache: OrderedDict[tuple, list[PlanChoice] | Exception] = OrderedDict()
         self._plan_lock = threading.Lock()
@@ -122,8 +125,9 @@ class ControlLoop:
             job = self.store.get_job(event.job_id)
             if isinstance(event, LogLines):
                 outcomes.apply_logs(self.store, event, now)
-            elif event.attempt != job.attempts or job.state.is_terminal and isinstance(event, Progress):
-                continue  # a late report from an attempt that is already over
+            elif event.attempt != job.attempts or job.state.is_terminal and isinstance(event, Progress) \
+                    or job.state in (JobState.QUEUED, JobState.PLANNING):
+                continue  # a late report from an attempt that is already over (preempted, lost, cancelled)
             elif isinstance(event, Progress):
                 outcomes.apply_progress(self.store, job, event, now)
             elif isinstance(event, Finished):
@@ -224,18 +228,63 @@ class ControlLoop:
         if not waiting:
             return [], 0
         free = free_gpus(self.store, self.executor, nodes)
+        active = self.store.list_jobs([JobState.PLACED, JobState.RUNNING], light=True)
+        teams = teams_for_jobs(self.store.list_teams(), {j.id: j.owner for j in waiting + active})
         state = ClusterState(nodes=tuple(
             NodeState(name=n.name, gpu_type=n.gpu_type.name, total_gpus=n.gpus, free_gpus=free[n.name][0],
-                      inter_node_bandwidth_bytes_s=n.gpu_type.inter_node_bandwidth_bytes_s) for n in nodes))
+                      inter_node_bandwidth_bytes_s=n.gpu_type.inter_node_bandwidth_bytes_s) for n in nodes),
+            running=self._running(active, shape) if teams is not None else ())
         waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
                            submit_time_s=j.submitted_at, attempts=j.attempts, priority=j.priority) for j in waiting]
         by_id = {j.id: j for j in waiting}
+        policy = self.policy if teams is None else QuotaScheduler(self.policy, teams)
+        decisions = policy.schedule(state, queue, now)
+        for decision in decisions:  # first: a placement may use the GPUs a preemption frees
+            if isinstance(decision, Preempt):
+                self._preempt(decision, now)
         placed = []
-        for decision in self.policy.schedule(state, queue, now):
-            if isinstance(decision, Place) and self._launch(by_id[decision.job_id], decision, shape, now):
+        for decision in decisions:
+            if isinstance(decision, Place) and decision.job_id in by_id and \
+                    self._launch(by_id[decision.job_id], decision, shape, now):
                 placed.append(decision.job_id)
         return placed, len(waiting) - len(placed)
+
+    def _running(self, active: list[JobRecord], shape: ClusterShape) -> tuple[RunningJob, ...]:
+        """Placed and running jobs as the scheduler sees them (plan, GPUs, start of this attempt); a job
+        placed by an earlier server process has its plan found again among its request's plans."""
+        current = {(j.id, j.attempts) for j in active}
+        self._launched = {k: v for k, v in self._launched.items() if k in current}
+        out = []
+        for job in active:
+            known = self._launched.get((job.id, job.attempts)) or self._relearn(job, shape)
+            if known is None:
+                log.warning("job %s: its running plan is not among its plans; not counted against its team", job.id)
+                continue
+            self._launched[(job.id, job.attempts)] = known
+            out.append(RunningJob(job_id=job.id, choice=known[0], allocation=job.allocation, start_time_s=known[1]))
+        return tuple(out)
+
+    def _relearn(self, job: JobRecord, shape: ClusterShape) -> tuple[PlanChoice, float] | None:
+        job = self.store.get_job(job.id)
+        attempt = self.store.attempt(job.id, job.attempts)
+        try:
+            request = JobRequest.from_json(job.request)
+            choices = self.choices(request, request.job_spec(), shape, shape.signature(), self._oom_ratio(job),
+                                   self.store.calibration())
+        except (FrenzyError, ValueError):
+            return None
+        same = [c for c in choices if c.gpu.name == attempt.gpu_type and c.num_gpus == attempt.choice.get("num_gpus")]
+        exact = [c for c in same if c.plan.describe() == attempt.choice.get("describe")]
+        return ((exact or same)[0], attempt.started_at) if same else None
+
+    def _preempt(self, decision: Preempt, now: float) -> None:
+        job = self.store.get_job(decision.job_id)
+        if not job.state.is_active:
+            return
+        self.executor.cancel(job.id, job.attempts)
+        outcomes.apply_preempted(self.store, job, decision.reason, now)
+        self.counters.preemptions += 1
 
     def _launch(self, job: JobRecord, decision: Place, shape: ClusterShape, now: float) -> bool:
         planned = self._planned[job.id]
@@ -252,6 +301,7 @@ class ControlLoop:
         # reconcile() marks lost and re-plans, instead of actors the store knows nothing about.
         self.store.add_attempt(AttemptRecord(job_id=job.id, number=number, outcome=AttemptOutcome.RUNNING,
                                              choice=launch.choice, allocation=decision.allocation, started_at=now))
+        self._launched[(job.id, number)] = (choice, now)
         job = self.store.transition(job.id, JobState.PLACED, now=now, chosen=launch.choice,
                                     allocation=decision.allocation, attempts=number,
                                     placed_at=job.placed_at or now)

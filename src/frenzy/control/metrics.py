@@ -26,11 +26,13 @@ class StoreCollector:
         yield states
         used = GaugeMetricFamily("frenzy_gpus_used", "GPUs allocated, per GPU type", labels=["gpu_type"])
         total = GaugeMetricFamily("frenzy_gpus_total", "GPUs on live nodes, per GPU type", labels=["gpu_type"])
-        for gpu, row in self.service.cluster().by_type.items():
+        view = self.service.cluster()
+        for gpu, row in view.by_type.items():
             used.add_metric([gpu], row["used"])
             total.add_metric([gpu], row["total"])
         yield used
         yield total
+        yield from _teams(view.teams)
         active = store.list_jobs([JobState.PLACED, JobState.RUNNING])
         yield from _memory(active)
         yield from _losses(active)
@@ -68,6 +70,18 @@ def _losses(active: list[JobRecord]):
         for job in active:
             if job.progress.get(key) is not None:
                 family.add_metric([job.id], float(job.progress[key]))
+        yield family
+
+
+def _teams(teams: dict):
+    """Per team and GPU type: nominal quota, GPUs used, GPUs borrowed beyond the quota."""
+    docs = {"quota": "a team's nominal GPU quota", "used": "GPUs a team's placed and running jobs hold",
+            "borrowed": "GPUs a team holds beyond its nominal quota (idle quota of other teams)"}
+    for key, doc in docs.items():
+        family = GaugeMetricFamily(f"frenzy_team_{key}_gpus", f"{doc}, per GPU type", labels=["team", "gpu_type"])
+        for team, types in teams.items():
+            for gpu, row in types.items():
+                family.add_metric([team, gpu], row[key])
         yield family
 
 

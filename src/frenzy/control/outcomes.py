@@ -18,6 +18,7 @@ AT_RISK_FRACTION = 0.95  # observed peak within 5% of the GPU's memory
 class OutcomeCounters:
     oom_replans: int = 0
     lost_replans: int = 0
+    preemptions: int = 0  # attempts stopped for a team reclaiming its quota
     succeeded: int = 0
     failed: int = 0
     observed_vs_predicted: list[tuple[str, float]] = field(default_factory=list)  # (gpu type, ratio)
@@ -87,7 +88,7 @@ def apply_finished(store: JobStore, job: JobRecord, event: Finished, now: float,
         store.transition(job.id, JobState.CANCELLED, now=now, finished_at=now)
         return False
     max_attempts = int(job.request.get("limits", {}).get("max_attempts", 3))
-    retry = event.outcome in (AttemptOutcome.OOM, AttemptOutcome.LOST) and job.attempts < max_attempts
+    retry = event.outcome in (AttemptOutcome.OOM, AttemptOutcome.LOST) and counted_attempts(store, job) < max_attempts
     what = {AttemptOutcome.OOM: "ran out of GPU memory", AttemptOutcome.LOST: "was lost"}.get(
         event.outcome, "failed")
     plan = f"{job.chosen.get('describe', '')} on {job.gpu_type}" if job.chosen else "its plan"
@@ -106,11 +107,28 @@ def apply_finished(store: JobStore, job: JobRecord, event: Finished, now: float,
         return True
     counters.failed += 1
     reason = (f"attempt {event.attempt} {what} ({plan}): {_first_line(event.error)}"
-              + (f"; gave up after {job.attempts} attempts (raise limits.max_attempts to try more)"
+              + (f"; gave up after {counted_attempts(store, job)} attempts (raise limits.max_attempts to try more)"
                  if event.outcome in (AttemptOutcome.OOM, AttemptOutcome.LOST) else ""))
     store.transition(job.id, JobState.FAILED, now=now, finished_at=now, failure_reason=reason, allocation=())
     store.append_logs(job.id, [f"[frenzy] failed: {reason}"], now=now)
     return False
+
+
+def counted_attempts(store: JobStore, job: JobRecord) -> int:
+    """Attempts that count against max_attempts: all but those preempted (a preemption is the
+    cluster's choice, never the job's failure)."""
+    if not job.attempts:
+        return 0
+    return sum(1 for a in store.attempts(job.id) if a.outcome is not AttemptOutcome.PREEMPTED)
+
+
+def apply_preempted(store: JobStore, job: JobRecord, reason: str, now: float) -> None:
+    """Record a preemption: the attempt ends PREEMPTED and the job waits for GPUs again, resuming
+    from its last checkpoint (the executor has stopped the attempt)."""
+    store.update_attempt(job.id, job.attempts, outcome=AttemptOutcome.PREEMPTED, ended_at=now, error=reason)
+    store.transition(job.id, JobState.PLANNING, now=now, allocation=())
+    store.append_logs(job.id, [f"[frenzy] attempt {job.attempts} preempted ({reason}); it resumes from its last "
+                               "checkpoint when GPUs free (not counted against max_attempts)"], now=now)
 
 
 def _first_line(text: str) -> str:

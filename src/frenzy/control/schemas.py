@@ -239,6 +239,9 @@ class NodeOut(BaseModel):
 class ClusterOut(BaseModel):
     nodes: list[NodeOut]
     gpu_types: dict[str, dict[str, int]] = Field(description="type -> total / used / free GPUs")
+    teams: dict[str, dict[str, dict[str, int]]] = Field(
+        default_factory=dict, description="team (\"(no team)\": the default pool) -> GPU type -> quota / used / "
+                                          "borrowed GPUs (borrowed: used beyond the quota); empty without teams")
 
 
 class PlansOut(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from frenzy.control.artifacts import artifact_root
@@ -17,6 +17,7 @@ from frenzy.control.planner import ClusterShape
 from frenzy.control.ports import Clock, Executor, JobStore
 from frenzy.control.records import LOCAL_USER, JobRecord
 from frenzy.control.request import JobRequest
+from frenzy.control.teams import team_usage
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 class ClusterView:
     nodes: list[dict]
     by_type: dict[str, dict[str, int]]
+    teams: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # team -> type -> quota/used/borrowed
 
 
 class ControlService:
@@ -128,4 +130,5 @@ class ControlService:
                 row["used"] += n.gpus - f
                 row["free"] += f
                 row["held_outside"] += outside
-        return ClusterView(nodes=nodes, by_type=by_type)
+        return ClusterView(nodes=nodes, by_type=by_type,
+                           teams=team_usage(self.store, {n.name: n.gpu_type.name for n in every}))

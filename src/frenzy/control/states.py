@@ -55,6 +55,7 @@ class AttemptOutcome(Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     LOST = "lost"  # its Ray actors vanished, or Ray never gave it its GPUs; re-planned, resumes from its checkpoint
+    PREEMPTED = "preempted"  # stopped for a team reclaiming its quota; resumes from its checkpoint, never a failure
 
     @property
     def is_final(self) -> bool:

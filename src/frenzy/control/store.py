@@ -22,6 +22,7 @@ from sqlalchemy import event
 
 from frenzy.control.records import LOCAL_USER, AttemptRecord, JobRecord, TokenRecord
 from frenzy.control.states import AttemptOutcome, JobState, check_transition
+from frenzy.control.teams import TeamStoreMixin, declare_tables
 
 DEFAULT_DB_PATH = Path("~/.frenzy/frenzy.db")
 DB_URL_ENV = "FRENZY_DB_URL"
@@ -91,6 +92,7 @@ tokens = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("revoked_at", sa.Float),
 )
+teams, team_members = declare_tables(metadata)  # frenzy.control.teams
 
 
 def default_url() -> str:
@@ -145,7 +147,7 @@ class UnknownJobError(KeyError):
         return f"no job '{self.job_id}'; list jobs with `frenzy jobs` or GET /v1/jobs"
 
 
-class SqlJobStore:
+class SqlJobStore(TeamStoreMixin):
     """JobStore on any SQLAlchemy URL. Thread-safe: each call uses its own connection."""
 
     def __init__(self, url: str | None = None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from frenzy.sched.registry import get_policy
+from frenzy.sched.registry import Policy, get_policy
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.engine import SimConfig, Simulator
 from frenzy.sim.result import SimResult, compare_finished
@@ -12,11 +12,13 @@ from frenzy.sim.trace import TraceJob
 
 
 def simulate(cluster: ClusterSpec, jobs: list[TraceJob], policies: list[str], config: SimConfig = SimConfig(),
-             on_progress: Callable[[str, int, int, float], None] | None = None) -> list[SimResult]:
-    """One SimResult per policy, in the order given; every policy sees the same jobs and seed."""
+             on_progress: Callable[[str, int, int, float], None] | None = None,
+             wrap: Callable[[Policy], Policy] | None = None) -> list[SimResult]:
+    """One SimResult per policy, in the order given; every policy sees the same jobs and seed.
+    `wrap`: applied to each policy (e.g. team quotas, frenzy.sim.teams.quota_policy)."""
     results = []
     for name in policies:
-        policy = get_policy(name)
+        policy = get_policy(name) if wrap is None else wrap(get_policy(name))
         hook = None if on_progress is None else (lambda done, total, now, n=name: on_progress(n, done, total, now))
         results.append(Simulator(cluster, policy, jobs, config, on_progress=hook).run())
     return results

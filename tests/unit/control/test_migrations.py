@@ -98,7 +98,7 @@ def check_upgrade_from_legacy(url: str) -> None:
     _legacy_store(url)
     store = SqlJobStore(url)  # what the server does on start
     with store.engine.connect() as conn:
-        assert migrations.current(conn) == migrations.head() == "0002_users_tokens"
+        assert migrations.current(conn) == migrations.head() == "0003_teams_quotas"
     assert _schema_diff(store.engine) == []
     first, second = store.get_job("j-old1"), store.get_job("j-old2")
     assert first.state is JobState.QUEUED and first.owner == "local" and first.request == {"model": "gpt2"}
@@ -132,7 +132,7 @@ def test_migrations_ship_as_package_data():
     shipped = {p.relative_to(root / "src/frenzy/control").as_posix()
                for pattern in data["frenzy.control"] for p in (root / "src/frenzy/control").glob(pattern)}
     assert {"migrations/env.py", "migrations/script.py.mako", "migrations/versions/0001_initial.py",
-            "migrations/versions/0002_users_tokens.py"} <= shipped
+            "migrations/versions/0002_users_tokens.py", "migrations/versions/0003_teams_quotas.py"} <= shipped
 
 
 @pytest.mark.slow
@@ -142,3 +142,48 @@ def test_upgrade_from_the_pre_migration_schema_on_postgres(postgres_url):  # noq
         conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
     check_upgrade_from_legacy(postgres_url)
+
+
+def check_upgrade_from_users_tokens(url: str) -> None:
+    """A store at 0002 (users, tokens, owned jobs) upgrades to teams with nothing lost."""
+    engine = sa.create_engine(url)
+    migrations.upgrade(engine, "0002_users_tokens")
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO frenzy_users (name, admin, created_at) VALUES ('alice', false, 1.0)"))
+        conn.execute(sa.text("INSERT INTO frenzy_tokens (id, user_name, token_hash, created_at) "
+                             "VALUES ('t-000000000001', 'alice', :h, 2.0)"), {"h": "a" * 64})
+        conn.execute(sa.text(
+            "INSERT INTO frenzy_jobs (id, name, state, request, priority, submitted_at, updated_at, plans, "
+            "allocation, attempts, cancel_requested, failure_reason, progress, at_risk, owner) VALUES "
+            "('j-1', 'one', 'running', '{}', 0, 1.0, 1.0, '[]', '[[\"n1\", 2]]', 1, false, '', '{}', false, "
+            "'alice')"))
+    engine.dispose()
+    store = SqlJobStore(url)
+    with store.engine.connect() as conn:
+        assert migrations.current(conn) == "0003_teams_quotas"
+    assert _schema_diff(store.engine) == []
+    assert store.get_job("j-1").owner == "alice" and store.get_job("j-1").allocation == (("n1", 2),)
+    assert [t.user for t in store.list_tokens()] == ["alice"]
+    assert store.list_teams() == []
+    store.set_team("vision", {"A100-SXM-80G": 8}, now=3.0)
+    store.add_team_member("vision", "alice", now=3.0)
+    assert [(t.name, t.quota, t.members) for t in store.list_teams()] == [("vision", {"A100-SXM-80G": 8}, ("alice",))]
+    store.close()
+    with sa.create_engine(url).begin() as conn:  # and back down: the teams' tables go, nothing else
+        from alembic import command
+        command.downgrade(migrations.config(conn), "0002_users_tokens")
+        assert not sa.inspect(conn).has_table("frenzy_teams")
+        assert conn.execute(sa.text("SELECT owner FROM frenzy_jobs")).scalar() == "alice"
+
+
+def test_upgrade_from_users_and_tokens_on_sqlite(tmp_path):
+    check_upgrade_from_users_tokens(f"sqlite:///{tmp_path / 'v2.db'}")
+
+
+@pytest.mark.slow
+def test_upgrade_from_users_and_tokens_on_postgres(postgres_url):  # noqa: F811
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    check_upgrade_from_users_tokens(postgres_url)

@@ -1,0 +1,116 @@
+"""`frenzy team set | add-user | remove-user | delete | list`: teams and GPU quotas (admins, via the API).
+
+    frenzy team set vision --quota H100=8 --quota A10G=4
+    frenzy team add-user vision alice
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+team_app = typer.Typer(help="Teams and their GPU quotas (an admin's token; see docs/SERVING.md, \"Teams and "
+                            "quotas\").", no_args_is_help=True)
+console = Console(width=None if Console().is_terminal else 120)
+Url = Annotated[Optional[str], typer.Option("--url", help="server URL (default $FRENZY_URL or http://127.0.0.1:8000)")]
+Json = Annotated[bool, typer.Option("--json", help="print the server's JSON answer")]
+
+
+def _client(url):
+    from frenzy.cli.client import Client
+    return Client(url)
+
+
+def _call(url, method: str, path: str, **kwargs):
+    from frenzy.cli.client import ApiError
+    try:
+        return _client(url)._call(method, path, **kwargs)
+    except ApiError as exc:
+        typer.secho(f"error: {exc.detail}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(code=2) from None
+
+
+def parse_quotas(items: list[str]) -> dict[str, int]:
+    """["H100=8", "A10G=4"] -> {"H100": 8, "A10G": 4}; the server checks the names and bounds."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not name.strip() or not count.strip().isdigit():
+            raise typer.BadParameter(f"'{item}': write TYPE=GPUS, e.g. --quota H100=8 (GPUS a whole number >= 0)",
+                                     param_hint="--quota")
+        out[name.strip()] = int(count)
+    return out
+
+
+def _show(team: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(team))
+        return
+    quota = ", ".join(f"{g}={n}" for g, n in team["quota"].items()) or "none"
+    console.print(f"team {team['name']}: quota {quota}; members: {', '.join(team['members']) or 'none'}")
+
+
+@team_app.command("set")
+def set_(name: Annotated[str, typer.Argument(help="the team")],
+         quota: Annotated[Optional[list[str]], typer.Option(
+             "--quota", metavar="TYPE=GPUS", help="nominal GPUs of a type, repeatable (e.g. H100=8); the quota is "
+                                                  "replaced by exactly these")] = None,
+         url: Url = None, as_json: Json = False) -> None:
+    """Create a team or replace its quota."""
+    _show(_call(url, "PUT", f"/v1/teams/{name}", json={"quota": parse_quotas(quota or [])}), as_json)
+
+
+@team_app.command("add-user")
+def add_user(name: Annotated[str, typer.Argument(help="the team")],
+             user: Annotated[str, typer.Argument(help="the user (a user is in at most one team)")],
+             url: Url = None, as_json: Json = False) -> None:
+    """Put a user in a team: their jobs count against its quota."""
+    _show(_call(url, "PUT", f"/v1/teams/{name}/members/{user}"), as_json)
+
+
+@team_app.command("remove-user")
+def remove_user(name: Annotated[str, typer.Argument(help="the team")],
+                user: Annotated[str, typer.Argument(help="the user")], url: Url = None, as_json: Json = False) -> None:
+    """Take a user out of a team: their jobs go on in the default pool (no quota, borrow only)."""
+    _show(_call(url, "DELETE", f"/v1/teams/{name}/members/{user}"), as_json)
+
+
+@team_app.command("delete")
+def delete(name: Annotated[str, typer.Argument(help="the team")], url: Url = None, as_json: Json = False) -> None:
+    """Remove a team; its members go back to the default pool."""
+    _show(_call(url, "DELETE", f"/v1/teams/{name}"), as_json)
+
+
+@team_app.command("list")
+def list_(url: Url = None, as_json: Json = False) -> None:
+    """Teams, members, and per GPU type the quota and what they use now (used, borrowed beyond the quota)."""
+    teams = _call(url, "GET", "/v1/teams")
+    usage = _call(url, "GET", "/v1/cluster").get("teams", {})
+    if as_json:
+        typer.echo(json.dumps({"teams": teams, "usage": usage}))
+        return
+    members = {t["name"]: ", ".join(t["members"]) for t in teams}
+    rows = {t["name"]: usage.get(t["name"]) or {g: {"quota": n, "used": 0, "borrowed": 0}
+                                                for g, n in t["quota"].items()} for t in teams}
+    rows.update({team: r for team, r in usage.items() if team not in rows})  # the default pool
+    console.print(team_table(rows, members))
+
+
+def team_table(usage: dict, members: dict | None = None) -> Table | None:
+    """Per team and GPU type: quota, used, borrowed (None without teams); `frenzy cluster` shows it too."""
+    if not usage:
+        return None
+    table = Table("team", *(["members"] if members is not None else []), "GPU type", "quota", "used", "borrowed")
+    for team, types in usage.items():
+        for i, (gpu, row) in enumerate(sorted(types.items()) or [("-", {"quota": 0, "used": 0, "borrowed": 0})]):
+            who = [] if members is None else [members.get(team, "") if i == 0 else ""]
+            table.add_row(team if i == 0 else "", *who, gpu, str(row["quota"]), str(row["used"]), str(row["borrowed"]))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(team_app, name="team")
