@@ -55,6 +55,6 @@ def plans_table(title: str, choices: list[PlanChoice], job=None) -> Table:
         if job is not None:
             from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
 
-            cells += [f"{predicted_duration_s(job, c) / 3600:.2f}", f"{predicted_cost_usd(job, c):.0f}"]
+            cells += [f"{predicted_duration_s(job, c) / 3600:.2f}", f"{predicted_cost_usd(job, c):.2f}"]
         table.add_row(*cells)
     return table
