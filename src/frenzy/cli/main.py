@@ -221,7 +221,7 @@ def models(word: Annotated[Optional[str], typer.Argument(
     """List the bundled model catalog."""
     from rich.table import Table
 
-    rows = [row for row in map(_model_row, catalog.model_names()) if _matches(row, word)]
+    rows = [row for row in (_model_row(name) for name in catalog.model_names()) if _matches(row, word)]
     if not rows:
         raise fail(f"no bundled model's name or family contains '{word}'; `frenzy models` lists them all")
     if as_json:

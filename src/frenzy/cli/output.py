@@ -33,6 +33,7 @@ Json = Annotated[bool, typer.Option(JSON_FLAG, help="print one JSON object on st
 
 class _State:
     json = False  # set from the command line before anything runs, so usage errors know it too
+    command = "frenzy"  # the command being run, for the hint an error gives when its message has none
 
 
 def json_mode() -> bool:
@@ -75,7 +76,7 @@ def hint_of(message: str) -> str:
 def report(message: str, hint: str | None = None, **extra: Any) -> None:
     """Print an error: a JSON object on stdout with --json, else one line on stderr."""
     message = " ".join(str(message).split())  # one line, whatever the source wrote
-    hint = hint if hint is not None else hint_of(message)
+    hint = hint if hint is not None else hint_of(message) or f"see `{_State.command} --help`"
     if json_mode():
         emit({"error": message, "hint": hint, **extra})
     else:
@@ -100,6 +101,18 @@ def choice_names(name: str, keys: list[str]) -> type[StrEnum]:
     return StrEnum(f"{name}Choice", {k: k for k in keys})
 
 
+def _command_words(group, args: list[str]) -> list[str]:
+    """The (sub)command names at the start of the command line, e.g. ['token', 'create']."""
+    words = []
+    for arg in args:
+        command = getattr(group, "commands", {}).get(arg)
+        if command is None:
+            break
+        words.append(arg)
+        group = command
+    return words
+
+
 def _json_requested(args: list[str]) -> bool:
     return JSON_FLAG in (args[:args.index("--")] if "--" in args else args)
 
@@ -111,14 +124,14 @@ class FrenzyGroup(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         args = list(sys.argv[1:] if args is None else args)
         _State.json = _json_requested(args)
+        _State.command = " ".join(["frenzy", *_command_words(self, args)])
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except typer.TyperException as exc:  # Typer >= 0.29 carries its own Click; its errors derive from this
-            ctx = getattr(exc, "ctx", None)
             message = exc.format_message().replace("Value error, ", "")  # the prefix of Typer's pydantic coercion
-            code = _report_exit(message, f"see `{ctx.command_path if ctx else 'frenzy'} --help`", exc.exit_code)
+            code = _report_exit(message, f"see `{_State.command} --help`", exc.exit_code)
         except typer.Abort:
             code = _report_exit("aborted", "", FAILURE_EXIT)
         except Exception as exc:  # a bug: still one line, with the way to see more
