@@ -12,7 +12,7 @@ import typer
 from frenzy import __version__
 from frenzy.cli.options import (
     USER_ERRORS, AttentionChoice, GpuCatalog, MethodChoice, ObjectiveChoice, OptimizerChoice, PrecisionChoice,
-    RecomputeChoice, TrainingFlags, ZeroChoice, fail, parse_recompute, parse_zero, use_gpu_catalog,
+    RecomputeChoice, TrainingFlags, ZeroChoice, complete_gpu, complete_model, fail, parse_recompute, parse_zero, use_gpu_catalog,
 )
 from frenzy.cli.output import FrenzyGroup, Json, console, emit
 from frenzy.cli.render import memory_table, plans_table
@@ -25,7 +25,8 @@ from frenzy.core.units import gib
 app = typer.Typer(cls=FrenzyGroup, help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 
-Model = Annotated[str, typer.Argument(help="catalog name (e.g. llama-3.1-8b) or path to a HF config.json")]
+Model = Annotated[str, typer.Argument(help="catalog name (e.g. llama-3.1-8b) or path to a HF config.json",
+                                      autocompletion=complete_model)]
 Precision = Annotated[PrecisionChoice, typer.Option(help="fp32, fp16/bf16 mixed precision, or pure bf16")]
 Method = Annotated[MethodChoice, typer.Option(help="full fine-tuning, LoRA or QLoRA")]
 LoraRank = Annotated[int, typer.Option(help="LoRA rank")]
@@ -84,7 +85,8 @@ def memory(
     optimizer: OptimizerOpt = OptimizerChoice("adamw"),
     attention: AttentionOpt = AttentionChoice("flash"),
     grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
-    gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against")] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against",
+                                               autocompletion=complete_gpu)] = None,
     trace: Annotated[bool, typer.Option("--trace", help="measure by running the real step on fake tensors")] = False,
     compare: Annotated[bool, typer.Option("--compare", help="formula and trace side by side, term by term")] = False,
     as_json: Json = False,

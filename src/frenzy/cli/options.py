@@ -52,6 +52,19 @@ class TrainingFlags:
         )
 
 
+def complete_model(incomplete: str) -> list[str]:
+    """Shell completion: catalog names, whole (org/name) or short as `frenzy memory` takes them
+    (llama-3.1-8b), that start with what was typed."""
+    names = catalog.model_names()
+    spellings = dict.fromkeys([*names, *(n.rsplit("/", 1)[-1].lower() for n in names)])
+    return [n for n in spellings if n.lower().startswith(incomplete.lower())]
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    """Shell completion: GPU types (with the user's catalog) whose name starts with what was typed."""
+    return [n for n in catalog.gpu_types() if n.lower().startswith(incomplete.lower())]
+
+
 def parse_recompute(text: str) -> Recompute:
     return parse_choice(Recompute, text)
 

@@ -3,6 +3,8 @@ the extras it is listed under carry (pyproject.toml against the source; see impo
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 
 from frenzy.cli.main import app
@@ -39,9 +41,14 @@ CALLBACKS = dict(commands())
 
 def missing(packages: set[str], extras: tuple[str, ...]) -> set[str]:
     """The imported packages that the base dependencies plus `extras` do not install."""
-    base, all_extras = declared()
-    installed = installable(base + [r for e in extras for r in all_extras[e]])
+    installed = _installed(extras)
     return {p for p in packages if not distributions(p) & installed}
+
+
+@cache
+def _installed(extras: tuple[str, ...]) -> set[str]:
+    base, all_extras = declared()
+    return installable(base + [r for e in extras for r in all_extras[e]])
 
 
 def test_every_command_and_every_extra_is_accounted_for():
