@@ -134,12 +134,35 @@ class FrenzyGroup(TyperGroup):
             code = _report_exit(message, f"see `{_State.command} --help`", exc.exit_code)
         except typer.Abort:
             code = _report_exit("aborted", "", FAILURE_EXIT)
+        except ModuleNotFoundError as exc:  # an extra this install lacks
+            code = _report_exit(f"this command needs the Python package '{exc.name}', which is not installed",
+                                _install_hint(exc.name or ""), FAILURE_EXIT)
         except Exception as exc:  # a bug: still one line, with the way to see more
             if os.environ.get(DEBUG_ENV):
                 raise
             code = _report_exit(f"internal error: {type(exc).__name__}: {exc}",
                                 f"set {DEBUG_ENV}=1 to see the traceback and report it", FAILURE_EXIT)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _install_hint(module: str) -> str:
+    """Which of Frenzy's extras carry a package, from the installed package's own metadata."""
+    import importlib.metadata
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    try:
+        requires = importlib.metadata.requires("frenzy") or []
+    except importlib.metadata.PackageNotFoundError:
+        requires = []
+    root = norm(module.partition(".")[0])
+    extras = sorted({m.group(2) for r in requires
+                     if (m := re.match(r"([A-Za-z0-9._-]+).*extra\s*==\s*['\"]([^'\"]+)['\"]", r))
+                     and norm(m.group(1)) == root and m.group(2) not in ("dev", "bench")})
+    if not extras:
+        return f"install {module.partition('.')[0]} (see README.md, Set up)"
+    return " or ".join(f"pip install 'frenzy[{e}]'" for e in extras)
 
 
 def _report_exit(message: str, hint: str, code: int) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -50,29 +49,6 @@ def one_line_error(*args, code=2):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
-
-
-@pytest.fixture(scope="module")
-def loopback(tmp_path_factory):
-    """The real app, store and loop on 127.0.0.1 (bench/control_loop's server: 12 nodes of 8 GPUs;
-    jobs are placed and never finish), reading files under examples/ as with --data-root."""
-    from bench.control_loop import _serve
-
-    folder = tmp_path_factory.mktemp("server")
-    client, _, stop = _serve(str(folder), loop_running=True)
-    yield SimpleNamespace(url=client.url, db=f"sqlite:///{folder / 'f.db'}")
-    stop()
-
-
-@pytest.fixture
-def server(loopback):
-    return loopback.url
-
-
-@pytest.fixture
-def server_db(loopback):
-    """The loopback server's job store (where `frenzy token create` writes)."""
-    return loopback.db
 
 
 # ---- offline commands -----------------------------------------------------------------------------
