@@ -224,3 +224,28 @@ def test_token_and_login_commands_answer_in_json(server, server_db, tmp_path, mo
     assert "no active token" in json_error("token", "revoke", made["id"], "--db-url", server_db)["error"]
     offline = answer("login", "--token", made["token"], "--url", NO_SERVER)
     assert offline["checked"] is False and offline["accepted"] is None
+
+
+def test_submit_wait_json_prints_the_ended_job_and_exits_by_its_state(server):
+    """--wait --json: no live view, one document once the job has ended (here: cancelled meanwhile)."""
+    import threading
+    import time
+
+    from frenzy.cli.client import Client
+
+    client = Client(server)
+    before = {j["id"] for j in client.jobs()}
+    done = {}
+    waiter = threading.Thread(target=lambda: done.update(result=run(
+        "submit", EXAMPLES / "tiny-llama.yaml", "--url", server, "--wait", "--json")))
+    waiter.start()
+    deadline = time.monotonic() + 60
+    while not (new := {j["id"] for j in client.jobs()} - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (job_id,) = new
+    client.cancel(job_id)
+    waiter.join(60)
+    result = done["result"]
+    assert result.exit_code == 1, result.output  # it did not succeed
+    job = json.loads(result.stdout)
+    assert job["id"] == job_id and job["state"] == "cancelled"
