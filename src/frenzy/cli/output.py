@@ -24,8 +24,8 @@ JSON_FLAG = "--json"
 DEBUG_ENV = "FRENZY_DEBUG"
 # A pipe or file has no width: wide enough that no cell is cut or wrapped (Rich would otherwise assume 80).
 UNCUT_WIDTH = 10_000
-USAGE_EXIT = 2  # bad input, as Click's usage errors
-FAILURE_EXIT = 1  # the command ran and could not do it (server unreachable, internal error)
+USAGE_EXIT = 2  # something for the user to change: bad input, a 4xx, no server (as Click's usage errors)
+FAILURE_EXIT = 1  # anything else: a package the install lacks, an internal error, a job that did not succeed
 
 Json = Annotated[bool, typer.Option(JSON_FLAG, help="print one JSON object on stdout (errors too: "
                                                     "{\"error\", \"hint\"} with a non-zero exit code)")]
@@ -134,15 +134,21 @@ class FrenzyGroup(TyperGroup):
             code = _report_exit(message, f"see `{_State.command} --help`", exc.exit_code)
         except typer.Abort:
             code = _report_exit("aborted", "", FAILURE_EXIT)
-        except ModuleNotFoundError as exc:  # an extra this install lacks
-            code = _report_exit(f"this command needs the Python package '{exc.name}', which is not installed",
-                                _install_hint(exc.name or ""), FAILURE_EXIT)
-        except Exception as exc:  # a bug: still one line, with the way to see more
+        except Exception as exc:
             if os.environ.get(DEBUG_ENV):
                 raise
-            code = _report_exit(f"internal error: {type(exc).__name__}: {exc}",
-                                f"set {DEBUG_ENV}=1 to see the traceback and report it", FAILURE_EXIT)
+            code = _unexpected(exc)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _unexpected(exc: Exception) -> int:
+    """One line for what no command reported itself: a package an extra carries, or a bug."""
+    package = exc.name or "" if isinstance(exc, ModuleNotFoundError) else ""
+    if package and not package.startswith("frenzy"):
+        return _report_exit(f"this command needs the Python package '{package.partition('.')[0]}', which is "
+                            "not installed", _install_hint(package), FAILURE_EXIT)
+    return _report_exit(f"internal error: {type(exc).__name__}: {exc}",
+                        f"set {DEBUG_ENV}=1 to see the traceback and report it", FAILURE_EXIT)
 
 
 def _install_hint(module: str) -> str:

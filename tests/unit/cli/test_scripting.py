@@ -249,3 +249,29 @@ def test_submit_wait_json_prints_the_ended_job_and_exits_by_its_state(server):
     assert result.exit_code == 1, result.output  # it did not succeed
     job = json.loads(result.stdout)
     assert job["id"] == job_id and job["state"] == "cancelled"
+
+
+def test_an_unexpected_error_is_one_line_and_the_debug_variable_shows_the_traceback(monkeypatch):
+    from frenzy.cli import main
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the catalog broke")
+
+    monkeypatch.setattr(main, "load_model", broken)  # a bug in a command, as no input can cause one
+    line = one_line_error("memory", "gpt2", code=1)
+    assert "internal error: RuntimeError: the catalog broke" in line and "FRENZY_DEBUG=1" in line
+    assert json_error("memory", "gpt2", code=1)["hint"].startswith("set FRENZY_DEBUG=1")
+    debug = run("memory", "gpt2", env={"FRENZY_DEBUG": "1"})
+    assert isinstance(debug.exception, RuntimeError)
+
+
+@pytest.mark.parametrize("message, hint", [
+    ("no GPU type fits 61.2 GiB per GPU; allow tensor parallelism or LoRA", "allow tensor parallelism or LoRA"),
+    ("unknown model 'llama-9-7b'. Did you mean: llama-2-7b?", "Did you mean: llama-2-7b?"),
+    ("unknown policy 'x'. Known: fifo, frenzy.", "Known: fifo, frenzy."),
+    ("--top must be >= 1, got 0", ""),
+])
+def test_the_hint_is_the_part_of_a_message_that_says_what_to_change(message, hint):
+    from frenzy.cli.output import hint_of
+
+    assert hint_of(message) == hint
