@@ -12,7 +12,8 @@ import typer
 from frenzy import __version__
 from frenzy.cli.options import (
     USER_ERRORS, AttentionChoice, GpuCatalog, MethodChoice, ObjectiveChoice, OptimizerChoice, PrecisionChoice,
-    RecomputeChoice, TrainingFlags, ZeroChoice, complete_gpu, complete_model, fail, parse_recompute, parse_zero, use_gpu_catalog,
+    RecomputeChoice, TrainingFlags, ZeroChoice, complete_gpu, complete_model, fail, parse_recompute, parse_zero,
+    use_gpu_catalog,
 )
 from frenzy.cli.output import FrenzyGroup, Json, console, emit
 from frenzy.cli.render import memory_table, plans_table
@@ -162,9 +163,11 @@ def plan(
     lora_dropout: LoraDropout = 0.0,
     optimizer: OptimizerOpt = OptimizerChoice("adamw"),
     attention: AttentionOpt = AttentionChoice("flash"),
-    recompute: Annotated[Optional[RecomputeChoice], typer.Option(help="fix recomputation (default: planner chooses)")] = None,
+    recompute: Annotated[Optional[RecomputeChoice], typer.Option(
+        help="fix recomputation (default: planner chooses)")] = None,
     gpus: Annotated[Optional[str], typer.Option(help="comma list of GPU types (default: whole catalog)")] = None,
-    objective: Annotated[ObjectiveChoice, typer.Option(help="rank by finish time or by cost")] = ObjectiveChoice("time"),
+    objective: Annotated[ObjectiveChoice, typer.Option(
+        help="rank by finish time or by cost")] = ObjectiveChoice("time"),
     max_gpus: Annotated[int, typer.Option(help="largest GPU count to consider")] = 64,
     top: Annotated[int, typer.Option(help="plans to show")] = 15,
     as_json: Json = False,

@@ -245,8 +245,8 @@ def status(job_id: str, as_json: Json = False, url: Url = None) -> None:
 
 
 def logs(job_id: str, follow_: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
-         as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per log line (seq, ts, "
-                                                               "line) as it comes; an error is one object too")] = False,
+         as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per log line (seq, "
+                                                               "ts, line); an error is one object too")] = False,
          url: Url = None) -> None:
     """Print a job's log (Frenzy's decisions and the workers' per-step reports)."""
     client, after = _client(url), 0
