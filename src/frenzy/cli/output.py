@@ -130,8 +130,7 @@ class FrenzyGroup(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except typer.TyperException as exc:  # Typer >= 0.29 carries its own Click; its errors derive from this
-            message = exc.format_message().replace("Value error, ", "")  # the prefix of Typer's pydantic coercion
-            code = _report_exit(message, f"see `{_State.command} --help`", exc.exit_code)
+            code = _usage_error(exc)
         except typer.Abort:
             code = _report_exit("aborted", "", FAILURE_EXIT)
         except Exception as exc:
@@ -139,6 +138,16 @@ class FrenzyGroup(TyperGroup):
                 raise
             code = _unexpected(exc)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_error(exc: typer.TyperException) -> int:
+    """A bad command line, in one line; a group called without a command shows its help instead."""
+    message = exc.format_message().replace("Value error, ", "")  # the prefix of Typer's pydantic coercion
+    if type(exc).__name__ == "NoArgsIsHelpError":  # Typer's private class: `frenzy` or `frenzy token` alone
+        if message.strip():  # Rich help is printed while it is made; plain help is the message
+            exc.show()
+        return exc.exit_code
+    return _report_exit(message, f"see `{_State.command} --help`", exc.exit_code)
 
 
 def _unexpected(exc: Exception) -> int:

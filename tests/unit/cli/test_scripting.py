@@ -276,3 +276,9 @@ def test_the_hint_is_the_part_of_a_message_that_says_what_to_change(message, hin
     from frenzy.cli.output import hint_of
 
     assert hint_of(message) == hint
+
+
+def test_a_group_alone_shows_its_help_not_an_error():
+    for args in ([], ["token"]):
+        result = run(*args)
+        assert result.exit_code == 2 and "Usage:" in result.stdout and "error" not in result.stderr
