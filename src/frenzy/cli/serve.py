@@ -93,13 +93,11 @@ def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): m
     With --json: the created job (id, plans); with --wait too, the job's status once it has ended."""
     body = _read_spec(spec)
     if isinstance(body.get("model"), str) and not body["model"].startswith("/"):
-        local = (spec.parent / body["model"])
-        if local.exists():  # a model path relative to the spec file
-            body["model"] = str(local.resolve())
+        body["model"] = _beside(spec, body["model"], only_if_there=True)  # else a catalog or Hub name
     for key in ("dataset", "validation"):  # data paths relative to the spec file
         value = body.get(key)
-        if isinstance(value, str) and value != "synthetic" and not Path(value).is_absolute():
-            body[key] = str((spec.parent / value).resolve())
+        if isinstance(value, str) and value != "synthetic":
+            body[key] = _beside(spec, value, only_if_there=False)
     client = _client(url)
     created = _call(client.submit, body)
     if as_json:
@@ -115,6 +113,18 @@ def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): m
     if wait:
         state = follow(client, created["id"])
         raise typer.Exit(0 if state == "succeeded" else 1)
+
+
+def _beside(spec: Path, value: str, only_if_there: bool) -> str:
+    """A path in the spec, relative to the spec's folder, made absolute for the server; a value that
+    is no usable path (too long, a NUL) goes as written, for the server to refuse with the field's name."""
+    try:
+        local = spec.parent / value
+        if Path(value).is_absolute() or (only_if_there and not local.exists()):
+            return value
+        return str(local.resolve())
+    except (OSError, ValueError):
+        return value
 
 
 def _read_spec(spec: Path) -> dict:

@@ -172,7 +172,11 @@ def test_a_missing_file_or_a_folder_is_one_line(tmp_path):
     ("model: gpt2\nsteps: 100000000000\n", "steps"),
     ("model: gpt2\nsteps: 3\nlimits: 7\n", "limits"),
     ("model: [1, 2]\nsteps: 3\n", "model"),
-], ids=["unknown-field", "wrong-type", "negative", "out-of-bounds", "limits-not-a-mapping", "model-a-list"])
+    ("model: " + "x" * 5000 + "\nsteps: 3\n", "model"),
+    ("model: gpt2\nsteps: 3\ndataset: " + "d" * 5000 + ".jsonl\n", "dataset"),
+    ('model: "a\\0b"\nsteps: 3\n', "model"),
+], ids=["unknown-field", "wrong-type", "negative", "out-of-bounds", "limits-not-a-mapping", "model-a-list",
+        "model-name-too-long", "path-too-long", "nul-in-a-name"])
 def test_a_job_file_the_server_refuses_is_one_line_or_one_json_error(server, tmp_path, content, says):
     spec = tmp_path / "job.yaml"
     spec.write_text(content)
