@@ -23,8 +23,23 @@ DbUrl = Annotated[Optional[str], typer.Option(help="the server's job store (defa
 
 
 def _store(db_url):
-    from frenzy.control.store import SqlJobStore
-    return SqlJobStore(db_url)
+    """The job store, or one line saying why it cannot be opened (a bad URL, no database there, no driver)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from frenzy.control.store import SqlJobStore, default_url
+
+    try:
+        return SqlJobStore(db_url)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0]
+        try:  # never print a password the URL holds
+            shown = make_url(db_url or default_url()).render_as_string(hide_password=True)
+        except SQLAlchemyError:
+            shown = "given"
+        raise fail(f"cannot open the job store {shown} ({type(exc).__name__}: {reason})",
+                   "pass --db-url sqlite:///PATH or postgresql://USER@HOST/DB (the server's), or set "
+                   "FRENZY_DB_URL") from None
 
 
 @token_app.command("create")

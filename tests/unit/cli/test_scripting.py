@@ -286,3 +286,11 @@ def test_a_group_alone_shows_its_help_not_an_error():
     for args in ([], ["token"]):
         result = run(*args)
         assert result.exit_code == 2 and "Usage:" in result.stdout and "error" not in result.stderr
+
+
+@pytest.mark.parametrize("url, says", [("nonsense", "Could not parse"),
+                                       ("postgresql://u:secret@127.0.0.1:1/x", "Connection refused")])
+def test_a_job_store_that_cannot_be_opened_is_one_line(url, says):
+    line = one_line_error("token", "list", "--db-url", url)
+    assert "cannot open the job store" in line and says in line and "secret" not in line
+    assert "FRENZY_DB_URL" in json_error("token", "list", "--db-url", url)["hint"]
