@@ -43,7 +43,10 @@ def artifacts(job_id: str,
 def _download(client, job_id: str, listing: dict, folder: Path) -> list[Path]:
     if not listing["ready"]:
         raise fail("the artifacts are still being written", "try again when the job has succeeded")
-    return [_call(client.download, job_id, f["path"], folder) for f in listing["files"]]
+    try:
+        return [_call(client.download, job_id, f["path"], folder) for f in listing["files"]]
+    except OSError as exc:
+        raise fail(f"cannot write into {folder} ({exc.strerror or exc})", "choose a folder you can write to") from None
 
 
 def register(app: typer.Typer) -> None:
