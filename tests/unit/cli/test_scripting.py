@@ -294,3 +294,19 @@ def test_a_job_store_that_cannot_be_opened_is_one_line(url, says):
     line = one_line_error("token", "list", "--db-url", url)
     assert "cannot open the job store" in line and says in line and "secret" not in line
     assert "FRENZY_DB_URL" in json_error("token", "list", "--db-url", url)["hint"]
+
+
+def test_every_command_but_serve_takes_json():
+    """A new command takes --json too (serve runs until stopped; simulate's --json names a file)."""
+    import typer.main
+
+    def leaves(command, path=()):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from leaves(sub, (*path, name))
+        if not hasattr(command, "commands"):
+            yield " ".join(path), command
+
+    missing = [name for name, command in leaves(typer.main.get_command(app))
+               if name not in ("serve", "simulate")
+               and not any("--json" in p.opts and p.is_flag for p in command.params if hasattr(p, "opts"))]
+    assert missing == []
