@@ -201,6 +201,10 @@ def test_client_commands_answer_in_json(server):
     lines = [json.loads(line) for line in logs.stdout.splitlines()]  # JSON Lines
     assert lines and all(set(ln) == {"seq", "ts", "line"} for ln in lines)
     assert answer("artifacts", job_id, "--url", server)["files"] == []
+    for args in (["jobs"], ["status", job_id], ["cluster"], ["submit", EXAMPLES / "tiny-llama.yaml"]):
+        shown = run(*args, "--url", server)  # the tables, piped: whole
+        assert shown.exit_code == 0 and "…" not in shown.stdout, shown.output
+    assert job_id in run("jobs", "--url", server).stdout
     assert answer("cancel", job_id, "--url", server)["id"] == job_id
     cancelled = answer("jobs", "--state", "cancelled", "--url", server)["jobs"]
     assert job_id in [j["id"] for j in cancelled] and {j["state"] for j in cancelled} == {"cancelled"}
