@@ -13,7 +13,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from frenzy.cli.serve import Url, console
+from frenzy.cli.output import Json, console, emit, fail
+from frenzy.cli.serve import Url
 
 token_app = typer.Typer(help="API tokens (run on the server machine: they are written to the job store).",
                         no_args_is_help=True)
@@ -22,8 +23,23 @@ DbUrl = Annotated[Optional[str], typer.Option(help="the server's job store (defa
 
 
 def _store(db_url):
-    from frenzy.control.store import SqlJobStore
-    return SqlJobStore(db_url)
+    """The job store, or one line saying why it cannot be opened (a bad URL, no database there, no driver)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from frenzy.control.store import SqlJobStore, default_url
+
+    try:
+        return SqlJobStore(db_url)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0]
+        try:  # never print a password the URL holds
+            shown = make_url(db_url or default_url()).render_as_string(hide_password=True)
+        except SQLAlchemyError:
+            shown = "given"
+        raise fail(f"cannot open the job store {shown} ({type(exc).__name__}: {reason})",
+                   "pass --db-url sqlite:///PATH or postgresql://USER@HOST/DB (the server's), or set "
+                   "FRENZY_DB_URL") from None
 
 
 @token_app.command("create")
@@ -31,7 +47,7 @@ def create(user: Annotated[str, typer.Option(help="the user the token authentica
            admin: Annotated[Optional[bool], typer.Option(
                "--admin/--no-admin", help="make the user an admin (sees and cancels every job) or not; "
                                          "default: a new user is not, an existing one keeps its role")] = None,
-           db_url: DbUrl = None) -> None:
+           as_json: Json = False, db_url: DbUrl = None) -> None:
     """Create a token for USER and print it (once: only its hash is stored)."""
     from frenzy.control.auth import create_token
 
@@ -39,10 +55,12 @@ def create(user: Annotated[str, typer.Option(help="the user the token authentica
     try:
         record, token = create_token(store, user, admin=admin)
     except ValueError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     finally:
         store.close()
+    if as_json:
+        emit({"token": token, "id": record.id, "user": record.user, "admin": record.admin})
+        return
     typer.echo(token)
     typer.echo(f"token {record.id} for {record.user}{' (admin)' if record.admin else ''}; it is shown only "
                "now. The user runs `frenzy login --token ...` or sets FRENZY_TOKEN.", err=True)
@@ -50,13 +68,17 @@ def create(user: Annotated[str, typer.Option(help="the user the token authentica
 
 @token_app.command("list")
 def list_(all_: Annotated[bool, typer.Option("--all", help="revoked tokens too")] = False,
-          db_url: DbUrl = None) -> None:
+          as_json: Json = False, db_url: DbUrl = None) -> None:
     """Tokens: id, user, role, created, revoked (never the token)."""
     store = _store(db_url)
     try:
         rows = store.list_tokens(include_revoked=all_)
     finally:
         store.close()
+    if as_json:  # times as Unix seconds (null: not revoked)
+        emit({"tokens": [{"id": t.id, "user": t.user, "admin": t.admin, "created_at": t.created_at,
+                          "revoked_at": t.revoked_at} for t in rows]})
+        return
     table = Table("id", "user", "role", "created", "revoked")
     for t in rows:
         table.add_row(t.id, t.user, "admin" if t.admin else "user", _when(t.created_at), _when(t.revoked_at))
@@ -65,7 +87,7 @@ def list_(all_: Annotated[bool, typer.Option("--all", help="revoked tokens too")
 
 @token_app.command("revoke")
 def revoke(token_id: Annotated[str, typer.Argument(help="the token's id (`frenzy token list`)")],
-           db_url: DbUrl = None) -> None:
+           as_json: Json = False, db_url: DbUrl = None) -> None:
     """Revoke a token: the next request that sends it gets a 401."""
     store = _store(db_url)
     try:
@@ -73,32 +95,47 @@ def revoke(token_id: Annotated[str, typer.Argument(help="the token's id (`frenzy
     finally:
         store.close()
     if not revoked:
-        typer.secho(f"error: no active token '{token_id}'; see `frenzy token list --all`", fg=typer.colors.RED,
-                    err=True)
-        raise typer.Exit(2)
+        raise fail(f"no active token '{token_id}'; see `frenzy token list --all`")
+    if as_json:
+        emit({"revoked": token_id})
+        return
     console.print(f"revoked {token_id}")
 
 
 def login(token: Annotated[Optional[str], typer.Option(help="the token `frenzy token create` printed "
                                                             "(asked for, unechoed, when left out)")] = None,
-          url: Url = None) -> None:
-    """Save a token in ~/.frenzy/credentials (0600) for the frenzy commands, and check it with the server."""
+          as_json: Json = False, url: Url = None) -> None:
+    """Save a token in ~/.frenzy/credentials (0600) for the frenzy commands, and check it with the server.
+
+    --json: {"credentials": path, "checked": the server answered, "accepted": it took the token}."""
     from frenzy.cli.client import ApiError, Client, write_credentials
 
     if token is None:
-        token = typer.prompt("token", hide_input=True)
+        token = typer.prompt("token", hide_input=True, err=True)
     token = token.strip()
-    path = write_credentials(token)
-    console.print(f"saved the token in {path} (mode 600)")
+    if not token:
+        raise fail("the token is empty; pass the one `frenzy token create` printed")
+    try:
+        path = write_credentials(token)
+    except OSError as exc:
+        raise fail(f"cannot write the credentials file ({exc}); set FRENZY_CREDENTIALS to a writable path") from None
     try:
         Client(url, token=token).jobs()
     except ApiError as exc:
         if exc.status == 0:
-            console.print(f"not checked: {exc.detail}")
+            _logged_in(as_json, path, f"not checked: {exc.detail}", checked=False, accepted=None)
             return
-        typer.secho(f"error: the server refused the token: {exc.detail}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from None
-    console.print("the server accepts it")
+        raise fail(f"the server refused the token: {exc.detail}", "check it, or ask for a new one with "
+                   "`frenzy token create`", status=exc.status) from None
+    _logged_in(as_json, path, "the server accepts it", checked=True, accepted=True)
+
+
+def _logged_in(as_json: bool, path, verdict: str, **answer) -> None:
+    if as_json:
+        emit({"credentials": str(path), **answer, "detail": verdict})
+    else:
+        console.print(f"saved the token in {path} (mode 600)")
+        console.print(verdict)
 
 
 def _when(ts: float | None) -> str:

@@ -5,15 +5,17 @@ Commands that only predict import neither torch nor ray.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from frenzy import __version__
 from frenzy.cli.options import (
-    USER_ERRORS, GpuCatalog, TrainingFlags, fail, parse_recompute, parse_zero, use_gpu_catalog,
+    USER_ERRORS, AttentionChoice, GpuCatalog, MethodChoice, ObjectiveChoice, OptimizerChoice, PrecisionChoice,
+    RecomputeChoice, TrainingFlags, ZeroChoice, complete_gpu, complete_model, fail, parse_recompute, parse_zero,
+    use_gpu_catalog,
 )
+from frenzy.cli.output import FrenzyGroup, Json, console, emit
 from frenzy.cli.render import by_gpu_type, memory_table, not_runnable_reasons, plans_legend, plans_table
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
@@ -23,25 +25,32 @@ from frenzy.core.units import gib
 from frenzy.memory.plans import DEFAULT_FASTER
 from frenzy.memory.zero import ZERO_HELP
 
-app = typer.Typer(help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console(width=None if Console().is_terminal else 120)
+app = typer.Typer(cls=FrenzyGroup, help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
 
-Model = Annotated[str, typer.Argument(help="catalog name (e.g. llama-3.1-8b) or path to a HF config.json")]
-Precision = Annotated[str, typer.Option(help="fp32 | fp16-mixed | bf16-mixed | bf16 (pure)")]
-Method = Annotated[str, typer.Option(help="full | lora | qlora")]
+Model = Annotated[str, typer.Argument(help="catalog name (e.g. llama-3.1-8b) or path to a HF config.json",
+                                      autocompletion=complete_model)]
+Precision = Annotated[PrecisionChoice, typer.Option(help="fp32, fp16/bf16 mixed precision, or pure bf16")]
+Method = Annotated[MethodChoice, typer.Option(help="full fine-tuning, LoRA or QLoRA")]
 LoraRank = Annotated[int, typer.Option(help="LoRA rank")]
 LoraTargets = Annotated[str, typer.Option(help="comma list of q,k,v,o,gate,up,down, or all-linear")]
-OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="adamw | adamw-fused | adamw-8bit | sgd")]
-AttentionOpt = Annotated[str, typer.Option(help="flash | sdpa | eager")]
-Json = Annotated[bool, typer.Option("--json", help="print one JSON object (stable interface)")]
+OptimizerOpt = Annotated[OptimizerChoice, typer.Option("--optimizer", help="optimizer (state size per parameter)")]
+AttentionOpt = Annotated[AttentionChoice, typer.Option(help="attention kernel (eager stores the s x s scores)")]
 
 
 LoraDropout = Annotated[float, typer.Option(help="LoRA dropout probability (saves a mask per adapter)")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"frenzy {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(gpu_catalog: GpuCatalog = None) -> None:
+def _root(gpu_catalog: GpuCatalog = None,
+          version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                                help="print the version and exit")] = False) -> None:
     """Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters."""
     # Reset on every invocation: the flag here (or $FRENZY_GPU_CATALOG) applies to every subcommand,
     # and a command's own --gpu-catalog overrides it.
@@ -65,21 +74,22 @@ def memory(
     model: Model,
     micro_batch: Annotated[int, typer.Option(help="sequences per GPU per forward")] = 1,
     seq: Annotated[int, typer.Option(help="sequence length in tokens")] = 2048,
-    precision: Precision = "bf16-mixed",
-    method: Method = "full",
+    precision: Precision = PrecisionChoice("bf16-mixed"),
+    method: Method = MethodChoice("full"),
     lora_rank: LoraRank = 8,
     lora_targets: LoraTargets = "q,v",
     lora_dropout: LoraDropout = 0.0,
-    zero: Annotated[int, typer.Option(help=ZERO_HELP)] = 0,
+    zero: Annotated[ZeroChoice, typer.Option(help=ZERO_HELP)] = ZeroChoice("0"),
     dp: Annotated[int, typer.Option(help="data-parallel degree")] = 1,
     tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
     pp: Annotated[int, typer.Option(help="pipeline-parallel degree")] = 1,
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism")] = False,
-    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
-    optimizer: OptimizerOpt = "adamw",
-    attention: AttentionOpt = "flash",
+    recompute: Annotated[RecomputeChoice, typer.Option(help="activation recomputation")] = RecomputeChoice("none"),
+    optimizer: OptimizerOpt = OptimizerChoice("adamw"),
+    attention: AttentionOpt = AttentionChoice("flash"),
     grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
-    gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against")] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="GPU type to check the fit against",
+                                               autocompletion=complete_gpu)] = None,
     trace: Annotated[bool, typer.Option("--trace", help="measure by running the real step on fake tensors")] = False,
     compare: Annotated[bool, typer.Option("--compare", help="formula and trace side by side, term by term")] = False,
     as_json: Json = False,
@@ -107,7 +117,7 @@ def memory(
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
-    warnings = _warnings(job, _zero_warning(zero, dp))
+    warnings = _warnings(job, _zero_warning(int(parse_zero(zero)), dp))
     result = results["trace"] if trace and not compare else results["MARP"]
     problem = None if gpu_type is None else fit_problem(training, result.required_bytes, gpu_type)
     unsupported, sharding = unsupported_reason(job, plan), zero_sharding(training, plan)
@@ -123,7 +133,7 @@ def memory(
                        usable_bytes=usable_bytes(gpu_type), fits=problem is None, fit_problem=problem)
             if gpu_type.note:
                 out["gpu_note"] = gpu_type.note
-        print(json.dumps(out, indent=2))
+        emit(out)
         return
     console.print(arch.summary())
     if arch.profile_key:
@@ -176,16 +186,18 @@ def plan(
     global_batch: Annotated[int, typer.Option(help="sequences per optimizer step")] = 64,
     seq: Annotated[int, typer.Option(help="sequence length in tokens")] = 2048,
     steps: Annotated[int, typer.Option(help="optimizer steps")] = 1000,
-    precision: Precision = "bf16-mixed",
-    method: Method = "full",
+    precision: Precision = PrecisionChoice("bf16-mixed"),
+    method: Method = MethodChoice("full"),
     lora_rank: LoraRank = 8,
     lora_targets: LoraTargets = "q,v",
     lora_dropout: LoraDropout = 0.0,
-    optimizer: OptimizerOpt = "adamw",
-    attention: AttentionOpt = "flash",
-    recompute: Annotated[Optional[str], typer.Option(help="fix recomputation (default: planner chooses)")] = None,
+    optimizer: OptimizerOpt = OptimizerChoice("adamw"),
+    attention: AttentionOpt = AttentionChoice("flash"),
+    recompute: Annotated[Optional[RecomputeChoice], typer.Option(
+        help="fix recomputation (default: planner chooses)")] = None,
     gpus: Annotated[Optional[str], typer.Option(help="comma list of GPU types (default: whole catalog)")] = None,
-    objective: Annotated[str, typer.Option(help="time | cost")] = "time",
+    objective: Annotated[ObjectiveChoice, typer.Option(
+        help="rank by finish time or by cost")] = ObjectiveChoice("time"),
     max_gpus: Annotated[int, typer.Option(help="largest GPU count to consider")] = 64,
     faster: Annotated[int, typer.Option(help="plans per GPU type shown after the one on the fewest GPUs, "
                                               "each predicted faster than it")] = DEFAULT_FASTER,
@@ -222,9 +234,9 @@ def plan(
 
         plans = [dict(c.to_json(), predicted_time_s=predicted_duration_s(job, c),
                       predicted_cost_usd=predicted_cost_usd(job, c)) for c in choices]
-        print(json.dumps({"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
-                          "notes": plan_notes(job), "objective": objective, "plans": plans,
-                          "gpu_notes": _notes(choices), "warnings": warnings}, indent=2))
+        emit({"model": arch.name, "params": arch.num_params, "model_source": arch.model_source,
+              "notes": plan_notes(job), "objective": objective, "plans": plans,
+              "gpu_notes": _notes(choices), "warnings": warnings})
         return
     console.print(arch.summary())
     for note in plan_notes(job):
@@ -255,22 +267,44 @@ def _notes(choices) -> dict[str, str]:
 
 
 @app.command()
-def models() -> None:
+def models(word: Annotated[Optional[str], typer.Argument(
+               help="only models whose name or family contains this word (case-insensitive)")] = None,
+           as_json: Json = False) -> None:
     """List the bundled model catalog."""
     from rich.table import Table
 
+    rows = [row for row in (_model_row(name) for name in catalog.model_names()) if _matches(row, word)]
+    if not rows:
+        raise fail(f"no bundled model's name or family contains '{word}'; `frenzy models` lists them all")
+    if as_json:
+        emit({"models": rows})
+        return
     table = Table("model", "family", "params", "layers", "hidden", "heads/kv", "vocab")
+    for r in rows:
+        if r["params"] is None:  # a config bundled ahead of its parser still gets listed
+            table.add_row(r["name"], str(r["family"]), "-", "-", "-", "-", "-")
+            continue
+        table.add_row(r["name"], r["family"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]), str(r["hidden_size"]),
+                      f"{r['heads']}/{r['kv_heads']}", str(r["vocab_size"]))
+    console.print(table)
+
+
+def _model_row(name: str) -> dict:
+    """One catalog model as a script sees it; None where the config has no parser yet."""
     from frenzy.core.errors import InvalidConfigError
 
-    for name in catalog.model_names():
-        try:
-            a = load_model(name)
-        except InvalidConfigError:  # a config bundled ahead of its parser still gets listed
-            table.add_row(name, str(catalog.model_config(name).get("model_type")), "-", "-", "-", "-", "-")
-            continue
-        table.add_row(name, a.family, f"{a.num_params / 1e9:.2f}B", str(a.num_layers), str(a.hidden_size),
-                      f"{a.num_heads}/{a.num_kv_heads}", str(a.vocab_size))
-    console.print(table)
+    try:
+        a = load_model(name)
+    except InvalidConfigError:
+        return {"name": name, "family": catalog.model_config(name).get("model_type"), "params": None,
+                "layers": None, "hidden_size": None, "heads": None, "kv_heads": None, "vocab_size": None}
+    return {"name": name, "family": a.family, "params": a.num_params, "layers": a.num_layers,
+            "hidden_size": a.hidden_size, "heads": a.num_heads, "kv_heads": a.num_kv_heads,
+            "vocab_size": a.vocab_size}
+
+
+def _matches(row: dict, word: Optional[str]) -> bool:
+    return not word or any(word.lower() in str(row[k] or "").lower() for k in ("name", "family"))
 
 
 @app.command()
@@ -281,12 +315,12 @@ def gpus(as_json: Json = False, gpu_catalog: GpuCatalog = None) -> None:
     use_gpu_catalog(gpu_catalog)
     types = list(catalog.gpu_types().values())
     if as_json:
-        print(json.dumps({"user_gpu_catalog": catalog.user_gpu_catalog(), "gpus": [
+        emit({"user_gpu_catalog": catalog.user_gpu_catalog(), "gpus": [
             {"name": g.name, "aliases": list(g.aliases), "memory_bytes": g.memory_bytes, "peak_flops": g.peak_flops,
              "hbm_bandwidth_bytes_s": g.hbm_bandwidth_bytes_s, "intra_node_link": g.intra_node_link,
              "intra_node_bandwidth_bytes_s": g.intra_node_bandwidth_bytes_s, "gpus_per_node": g.gpus_per_node,
              "supports_bf16": g.supports_bf16, "price_per_gpu_hour_usd": g.price_per_gpu_hour_usd,
-             "source": g.source, "note": g.note} for g in types]}, indent=2))
+             "source": g.source, "note": g.note} for g in types]})
         return
     table = Table("GPU type", "memory GiB", "bf16 TFLOP/s", "HBM GB/s", "link", "per node", "$/GPU-h")
     for g in types:

@@ -1,4 +1,5 @@
-"""Training flags shared by `frenzy memory` and `frenzy plan`, and their parsing into domain values."""
+"""Training flags shared by `frenzy memory` and `frenzy plan`, their choices (Enums for Typer), and
+their parsing into domain values."""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ from typing import Annotated, Optional
 
 import typer
 
+from frenzy.cli import output
 from frenzy.core import catalog
 from frenzy.core.errors import FrenzyError
 from frenzy.core.training import (
     ALL_LINEAR, Attention, Method, Optimizer, Precision, Recompute, TrainingConfig, ZeroStage, parse_choice,
 )
+from frenzy.memory.ranking import RANK_FACTORIES
 
-PRECISIONS = "fp32|fp16-mixed|bf16-mixed|bf16"
+# The spellings parse_choice accepts, as Enums Typer shows in --help, completes and checks.
+PrecisionChoice = output.choices(Precision)
+MethodChoice = output.choices(Method)
+OptimizerChoice = output.choices(Optimizer)
+AttentionChoice = output.choices(Attention)
+ZeroChoice = output.choices(ZeroStage, [str(int(m)) for m in ZeroStage])
+RecomputeChoice = output.choices(Recompute, [m.name.lower() for m in Recompute])
+ObjectiveChoice = output.choice_names("Objective", list(RANK_FACTORIES))
 
 
 @dataclass
@@ -42,6 +52,19 @@ class TrainingFlags:
         )
 
 
+def complete_model(incomplete: str) -> list[str]:
+    """Shell completion: catalog names, whole (org/name) or short as `frenzy memory` takes them
+    (llama-3.1-8b), that start with what was typed."""
+    names = catalog.model_names()
+    spellings = dict.fromkeys([*names, *(n.rsplit("/", 1)[-1].lower() for n in names)])
+    return [n for n in spellings if n.lower().startswith(incomplete.lower())]
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    """Shell completion: GPU types (with the user's catalog) whose name starts with what was typed."""
+    return [n for n in catalog.gpu_types() if n.lower().startswith(incomplete.lower())]
+
+
 def parse_recompute(text: str) -> Recompute:
     return parse_choice(Recompute, text)
 
@@ -51,9 +74,8 @@ def parse_zero(value: int) -> ZeroStage:
 
 
 def fail(message: str) -> typer.Exit:
-    """Print a user error (what to change) and exit 2, like a usage error."""
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    return typer.Exit(code=2)
+    """Report a user error (what to change; JSON under --json) and return Exit(2), like a usage error."""
+    return output.fail(message)
 
 
 USER_ERRORS = (FrenzyError, ValueError)

@@ -90,7 +90,7 @@ def plans_table(title: str, choices: list[PlanChoice], job=None, show_reason: bo
         if job is not None:
             from frenzy.memory.ranking import predicted_cost_usd, predicted_duration_s
 
-            cells += [f"{predicted_duration_s(job, c) / 3600:.2f}", f"{predicted_cost_usd(job, c):.0f}"]
+            cells += [f"{predicted_duration_s(job, c) / 3600:.2f}", f"{predicted_cost_usd(job, c):.2f}"]
         if show_reason:
             cells.append("yes" if c.runnable else f"no ({reasons.index(c.unsupported) + 1})")
         table.add_row(*cells, style=None if c.runnable else "dim")

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from frenzy.cli.options import GpuCatalog, use_gpu_catalog
+from frenzy.cli.output import Json, choices, console, emit, fail
+from frenzy.cli.spec_file import read_spec
+from frenzy.control.states import JobState
 
-console = Console(width=None if Console().is_terminal else 120)
+StateChoice = choices(JobState)
 Url = Annotated[Optional[str], typer.Option("--url", help="server URL (default $FRENZY_URL or http://127.0.0.1:8000)")]
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -30,9 +32,8 @@ def _call(fn, *args, **kwargs):
     from frenzy.cli.client import ApiError
     try:
         return fn(*args, **kwargs)
-    except ApiError as exc:
-        typer.secho(f"error: {exc.detail}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2) from None
+    except ApiError as exc:  # status: the HTTP status, 0 when no answer came (with --json, for scripts)
+        raise fail(exc.detail, status=exc.status) from None
 
 
 def _gib(n) -> str:
@@ -86,19 +87,20 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
 
 def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): model and training settings")],
            wait: Annotated[bool, typer.Option("--wait", help="follow live progress until the job ends")] = False,
-           url: Url = None) -> None:
-    """Submit a job (no GPU count: Frenzy plans it) and print its plan."""
-    body = _read_spec(spec)
-    if isinstance(body.get("model"), str) and not body["model"].startswith("/"):
-        local = (spec.parent / body["model"])
-        if local.exists():  # a model path relative to the spec file
-            body["model"] = str(local.resolve())
-    for key in ("dataset", "validation"):  # data paths relative to the spec file
-        value = body.get(key)
-        if isinstance(value, str) and value != "synthetic" and not Path(value).is_absolute():
-            body[key] = str((spec.parent / value).resolve())
+           as_json: Json = False, url: Url = None) -> None:
+    """Submit a job (no GPU count: Frenzy plans it) and print its plan.
+
+    With --json: the created job (id, plans); with --wait too, the job's status once it has ended."""
+    body = read_spec(spec)
     client = _client(url)
     created = _call(client.submit, body)
+    if as_json:
+        if not wait:
+            emit(created)
+            return
+        job = _wait_quietly(client, created["id"])
+        emit(job)
+        raise typer.Exit(0 if job["state"] == "succeeded" else 1)
     best = created["plans"][0]
     console.print(f"[bold]{created['id']}[/] queued; best plan: {best['num_gpus']}x {best['gpu_type']} "
                   f"{best['describe']} (predicted {_gib(best['memory']['device_bytes'])} per GPU)")
@@ -107,35 +109,11 @@ def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): m
         raise typer.Exit(0 if state == "succeeded" else 1)
 
 
-def _read_spec(spec: Path) -> dict:
-    """The job spec file as a mapping, or a one-line error (exit 2) saying what to change."""
-    import yaml
-
-    def fail(why: str):
-        typer.secho(f"error: {spec} {why}", fg="red", err=True)
-        raise typer.Exit(2)
-
-    if not spec.exists():
-        fail("does not exist; pass a YAML job spec (see examples/)")
-    if spec.is_dir():
-        fail("is a folder; pass a YAML job spec file (see examples/*.yaml)")
-    try:
-        text = spec.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        fail(f"is not UTF-8 text ({exc.reason} at byte {exc.start}); pass a YAML job spec")
-    except OSError as exc:
-        fail(f"cannot be read ({exc.strerror or type(exc).__name__}); check its permissions")
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        fail(f"is not valid YAML ({getattr(exc, 'problem', None) or type(exc).__name__}{where}); fix the file")
-    if not isinstance(body, dict):
-        found = "empty" if body is None else {list: "a list", str: "a single string", bool: "a true/false value"}.get(
-            type(body), "a single value")
-        fail(f"is {found}, not a mapping of job settings; write e.g. `model: gpt2` and `steps: 10`, one per line")
-    return body
+def _wait_quietly(client, job_id: str, poll_s: float = 1.0) -> dict:
+    """Poll until the job ends (no live view: stdout is for one JSON document); its final status."""
+    while (job := _call(client.job, job_id))["state"] not in TERMINAL:
+        time.sleep(poll_s)
+    return job
 
 
 def follow(client, job_id: str, poll_s: float = 1.0) -> str:
@@ -170,9 +148,13 @@ def _job_panel(job: dict) -> Table:
     return table
 
 
-def jobs(state: Annotated[Optional[str], typer.Option(help="only this state")] = None, url: Url = None) -> None:
-    """List jobs."""
+def jobs(state: Annotated[Optional[StateChoice], typer.Option(help="only this state")] = None,
+         as_json: Json = False, url: Url = None) -> None:
+    """List jobs (--json: {"jobs": [...]}, each as GET /v1/jobs returns it)."""
     rows = _call(_client(url).jobs, state)
+    if as_json:
+        emit({"jobs": rows})
+        return
     table = Table("id", "name", "state", "GPUs", "plan", "attempts", "step", "loss", "risk")
     for j in rows:
         table.add_row(j["id"], j["name"], j["state"], f"{j['num_gpus'] or '-'}x {j['gpu_type'] or '-'}",
@@ -181,11 +163,11 @@ def jobs(state: Annotated[Optional[str], typer.Option(help="only this state")] =
     console.print(table)
 
 
-def status(job_id: str, as_json: Annotated[bool, typer.Option("--json")] = False, url: Url = None) -> None:
+def status(job_id: str, as_json: Json = False, url: Url = None) -> None:
     """A job's state, plan, predicted vs observed memory per attempt, progress."""
     job = _call(_client(url).job, job_id)
     if as_json:
-        print(json.dumps(job, indent=2))
+        emit(job)
         return
     console.print(_job_panel(job))
     table = Table("attempt", "outcome", "plan", "placement", "predicted", "observed peak", "obs/pred")
@@ -200,28 +182,36 @@ def status(job_id: str, as_json: Annotated[bool, typer.Option("--json")] = False
 
 
 def logs(job_id: str, follow_: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
+         as_json: Annotated[bool, typer.Option("--json", help="JSON Lines: one object per log line (seq, "
+                                                               "ts, line); an error is one object too")] = False,
          url: Url = None) -> None:
     """Print a job's log (Frenzy's decisions and the workers' per-step reports)."""
     client, after = _client(url), 0
     while True:
         out = _call(client.logs, job_id, after)
         for line in out["lines"]:
-            print(line["line"], flush=True)
+            print(json.dumps(line) if as_json else line["line"], flush=True)
         after = out["next_after"]
         if not follow_ or out["finished"]:
             return
         time.sleep(1)
 
 
-def cancel(job_id: str, url: Url = None) -> None:
-    """Cancel a job (its workers stop within a control-loop step)."""
+def cancel(job_id: str, as_json: Json = False, url: Url = None) -> None:
+    """Cancel a job (its workers stop within a control-loop step); --json: the job as it is now."""
     job = _call(_client(url).cancel, job_id)
+    if as_json:
+        emit(job)
+        return
     console.print(f"{job['id']}: {job['state']} (cancellation requested)")
 
 
-def cluster(url: Url = None) -> None:
-    """Nodes, GPU types, used and free GPUs."""
+def cluster(as_json: Json = False, url: Url = None) -> None:
+    """Nodes, GPU types, used and free GPUs (--json: GET /v1/cluster's answer)."""
     out = _call(_client(url).cluster)
+    if as_json:
+        emit(out)
+        return
     table = Table("node", "GPU type", "GPU memory", "GPUs", "used", "free", "alive")
     for n in out["nodes"]:
         table.add_row(n["name"], n["gpu_type"], _gib(n["gpu_memory_bytes"]), str(n["total_gpus"]),
@@ -237,7 +227,7 @@ def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PO
                   name: Annotated[Optional[str], typer.Option(help="node name (default: hostname)")] = None,
                   inter_node_gbit_s: Annotated[Optional[float], typer.Option(
                       help="this node's network to other nodes in Gb/s (default: the catalog's 200)")] = None,
-                  gpu_catalog: GpuCatalog = None) -> None:
+                  as_json: Json = False, gpu_catalog: GpuCatalog = None) -> None:
     """Print the `ray start` command that joins this GPU machine as a Frenzy node (from NVML)."""
     from frenzy.core.errors import FrenzyError
     from frenzy.executor.node_args import local_gpus, ray_start_command
@@ -249,10 +239,13 @@ def ray_node_args(head: Annotated[str, typer.Option(help="the Ray head's HOST:PO
         if inter_node_gbit_s is not None:  # checked before NVML, so a typo is reported on any machine
             network_gbit_s(inter_node_gbit_s, name or "this node")
         device, count, memory = local_gpus()
-        print(ray_start_command(head, device, count, memory, name, inter_node_gbit_s))
+        command = ray_start_command(head, device, count, memory, name, inter_node_gbit_s)
     except (FrenzyError, ValueError) as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
+    if as_json:
+        emit({"command": command, "device": device, "gpus": count, "gpu_memory_bytes": memory})
+    else:
+        print(command)
 
 
 def register(app: typer.Typer) -> None:
