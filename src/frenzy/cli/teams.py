@@ -6,32 +6,23 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from frenzy.cli.output import Json, console, emit
+from frenzy.cli.serve import Url
+from frenzy.cli.serve import _call as _checked
 
 team_app = typer.Typer(help="Teams and their GPU quotas (an admin's token; see docs/SERVING.md, \"Teams and "
                             "quotas\").", no_args_is_help=True)
-console = Console(width=None if Console().is_terminal else 120)
-Url = Annotated[Optional[str], typer.Option("--url", help="server URL (default $FRENZY_URL or http://127.0.0.1:8000)")]
-Json = Annotated[bool, typer.Option("--json", help="print the server's JSON answer")]
-
-
-def _client(url):
-    from frenzy.cli.client import Client
-    return Client(url)
 
 
 def _call(url, method: str, path: str, **kwargs):
-    from frenzy.cli.client import ApiError
-    try:
-        return _client(url)._call(method, path, **kwargs)
-    except ApiError as exc:
-        typer.secho(f"error: {exc.detail}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(code=2) from None
+    from frenzy.cli.client import Client
+
+    return _checked(Client(url)._call, method, path, **kwargs)
 
 
 def parse_quotas(items: list[str]) -> dict[str, int]:
@@ -48,7 +39,7 @@ def parse_quotas(items: list[str]) -> dict[str, int]:
 
 def _show(team: dict, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(team))
+        emit(team)
         return
     quota = ", ".join(f"{g}={n}" for g, n in team["quota"].items()) or "none"
     console.print(f"team {team['name']}: quota {quota}; members: {', '.join(team['members']) or 'none'}")
@@ -56,7 +47,7 @@ def _show(team: dict, as_json: bool) -> None:
 
 @team_app.command("set")
 def set_(name: Annotated[str, typer.Argument(help="the team")],
-         quota: Annotated[Optional[list[str]], typer.Option(
+         quota: Annotated[list[str] | None, typer.Option(
              "--quota", metavar="TYPE=GPUS", help="nominal GPUs of a type, repeatable (e.g. H100=8); the quota is "
                                                   "replaced by exactly these")] = None,
          url: Url = None, as_json: Json = False) -> None:
@@ -91,7 +82,7 @@ def list_(url: Url = None, as_json: Json = False) -> None:
     teams = _call(url, "GET", "/v1/teams")
     usage = _call(url, "GET", "/v1/cluster").get("teams", {})
     if as_json:
-        typer.echo(json.dumps({"teams": teams, "usage": usage}))
+        emit({"teams": teams, "usage": usage})
         return
     members = {t["name"]: ", ".join(t["members"]) for t in teams}
     rows = {t["name"]: usage.get(t["name"]) or {g: {"quota": n, "used": 0, "borrowed": 0}

@@ -10,7 +10,8 @@ import pytest
 from frenzy.cli.main import app
 from tests.unit.cli.imports import declared, distributions, installable, reachable
 
-CLIENT = ["submit", "jobs", "status", "logs", "cancel", "cluster", "artifacts", "login"]
+CLIENT = ["submit", "jobs", "status", "logs", "cancel", "cluster", "artifacts", "login",
+          "team set", "team add-user", "team remove-user", "team delete", "team list"]
 TOKENS = ["token create", "token list", "token revoke"]
 # Each command with the extras it needs beside the base dependencies. A new command goes here.
 NEEDS: dict[str, tuple[str, ...]] = {
