@@ -26,8 +26,20 @@ def build_model(cfg: WorkerConfig) -> nn.Module:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if cfg.method in ("lora", "qlora"):
+        if cfg.dp == 1 or cfg.zero == 0:  # FSDP2 shards a unit's parameters in one dtype: its plans keep fp32
+            model = model.to(frozen_base_dtype(cfg.precision))
         model = _lora(model, cfg)
     return model
+
+
+def frozen_base_dtype(precision: str) -> torch.dtype:
+    """The dtype a LoRA job's frozen base is kept in: the compute dtype of a 16-bit precision (the base
+    is never updated, so fp32 masters would only double its bytes and add autocast's cast copies),
+    fp32 for fp32 training; the adapters stay in fp32 (peft's autocast_adapter_dtype). MARP and the
+    tracer count this. The random initialisation is drawn in fp32 first and cast, so a reload that
+    rebuilds the base the same way gets the same weights."""
+    return {"bf16": torch.bfloat16, "bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(
+        precision, torch.float32)
 
 
 def build_base(hf_config: dict, seed: int, weights_folder: str | None = None,

@@ -17,7 +17,7 @@ import torch
 from frenzy.train import manifest
 from frenzy.train.config import MERGED
 from frenzy.train.evaluate import validation_loss
-from frenzy.train.model import build_base, precision_context
+from frenzy.train.model import build_base, frozen_base_dtype, precision_context
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +38,8 @@ def load_artifact(folder: Path, merged: bool = False) -> torch.nn.Module:
     from peft import PeftModel
 
     base = build_base(m.base.config, m.base.random_init_seed or 0, m.base.local_folder)
+    if int(m.plan.get("dp", 1)) == 1 or int(m.plan.get("zero", 0)) == 0:  # as model.build_model kept it
+        base = base.to(frozen_base_dtype(str(m.request.get("precision"))))
     return PeftModel.from_pretrained(base, folder)
 
 
