@@ -83,7 +83,7 @@ def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, laye
     still peaks with all of them). The LM head runs outside the checkpoints, so its matmul keeps its
     copy until the head's backward; then the layer being recomputed casts its weights afresh and
     keeps those copies until its own backward."""
-    if plan.recompute is not Recompute.FULL:
+    if not plan.recompute.checkpoints_layers:
         return casts, casts
     head = states.autocast_head_copy_bytes(job.model, job.training, plan, last)
     return head, (casts - head) // max(layers, 1)
@@ -110,9 +110,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     one_batch = layers * per_layer + outside * tokens
     saved = one_batch * inflight
     others = one_batch * (inflight - 1)
-    full_layer = act.layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
-    # Under full recomputation backward re-runs one layer's forward: its activations come back.
-    recomputed = full_layer if plan.recompute is Recompute.FULL else 0
+    # Under recomputation backward re-runs one layer's forward: its activations come back.
+    recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0
