@@ -19,6 +19,7 @@ from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec, context_warning
 from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import recompute_warning
 from frenzy.core.units import gib
 
 app = typer.Typer(help="Frenzy: memory-aware serverless LLM training for heterogeneous GPU clusters.",
@@ -46,9 +47,10 @@ def _root(gpu_catalog: GpuCatalog = None) -> None:
     catalog.use_gpu_catalog(gpu_catalog)
 
 
-def _warnings(job: JobSpec) -> list[str]:
+def _warnings(job: JobSpec, plan: ParallelPlan | None = None) -> list[str]:
     """What may hurt the job without stopping it, printed on stderr so stdout stays one JSON object."""
-    found = [w for w in (context_warning(job),) if w]
+    recompute = recompute_warning(plan.recompute, job.training.attention) if plan else None
+    found = [w for w in (context_warning(job), recompute) if w]
     for warning in found:
         typer.echo(f"warning: {warning}", err=True)
     return found
@@ -73,7 +75,9 @@ def memory(
     tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
     pp: Annotated[int, typer.Option(help="pipeline-parallel degree")] = 1,
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism")] = False,
-    recompute: Annotated[str, typer.Option(help="none | selective | full")] = "none",
+    recompute: Annotated[str, typer.Option(
+        help="none | selective (PyTorch selective checkpointing: projection and attention-kernel outputs "
+             "kept) | full | attention (eager attention's core only, Korthikanti et al.)")] = "none",
     optimizer: OptimizerOpt = "adamw",
     attention: AttentionOpt = "flash",
     grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
@@ -102,7 +106,7 @@ def memory(
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
-    warnings = _warnings(job)
+    warnings = _warnings(job, plan)
     result = results["trace"] if trace and not compare else results["MARP"]
     fits = None if gpu_type is None else result.required_bytes <= gpu_type.memory_bytes
     if as_json:

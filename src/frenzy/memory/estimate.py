@@ -20,7 +20,7 @@ from functools import lru_cache
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan, check_mixed_precision
-from frenzy.core.training import Method, Recompute
+from frenzy.core.training import Method
 from frenzy.memory import activations as act
 from frenzy.memory import fsdp_mixed, states
 from frenzy.memory.overhead import allocator_overhead_bytes, runtime_overhead_bytes
@@ -77,7 +77,7 @@ def _embedding_gradient_temporary_bytes(job: JobSpec, plan: ParallelPlan, stage:
 def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, layers: int, last: bool) -> tuple[int, int]:
     """Autocast weight copies alive in backward (at the loss, then entering the last layer).
 
-    Without recomputation autograd saved every copy for its backward matmul. Under full
+    Without recomputation autograd saved every copy for its backward matmul. Under full or selective
     recomputation the checkpointed layers saved none of theirs: those copies lived only in autocast's
     cast cache, which is cleared when the forward leaves its autocast region (the forward itself
     still peaks with all of them). The LM head runs outside the checkpoints, so its matmul keeps its
