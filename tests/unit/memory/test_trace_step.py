@@ -148,7 +148,8 @@ def test_recomputation(llama):
         return eager - _trace(llama, seq=seq, attention=Attention.SDPA).activation_bytes_per_layer
 
     for mode in (Recompute.ATTENTION, Recompute.SELECTIVE):  # eager scores are recomputed under both
-        assert extra(2 * SEQ, mode) - 2 * extra(SEQ, mode) == 0, mode  # no s^2 term left
+        # no s^2 term left (eager scores here: HEADS x s x s x 6 B, ~400 kB at 2 x SEQ); 512-byte rounding aside
+        assert abs(extra(2 * SEQ, mode) - 2 * extra(SEQ, mode)) <= 2048, mode
 
 
 def test_lora_trains_adapters_only(llama):
