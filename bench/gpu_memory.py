@@ -17,7 +17,8 @@ with the same semantics as the tracer: full fine-tuning keeps parameters in fp32
 bf16 (bf16); LoRA/QLoRA keep the frozen base in 16 bits (fp32 for fp32 training) and the adapters
 (peft, lora_dropout 0) in the parameter dtype; QLoRA is bitsandbytes NF4 with double quantisation;
 AdamW is foreach, adamw-fused is fused, SGD has momentum 0.9 (foreach), adamw-8bit is bitsandbytes
-AdamW8bit; full recomputation is HF gradient checkpointing (use_reentrant=False); selective
+AdamW8bit; full and selective recomputation are the worker's (frenzy/train/recompute.py: HF gradient
+checkpointing, use_reentrant=False, selective under PyTorch's SAC op policy); attention-core
 recomputation checkpoints the eager attention core (nothing to do for sdpa); flash and sdpa both
 use attn_implementation="sdpa". No GradScaler for fp16-mixed (as in the trace).
 
@@ -79,7 +80,7 @@ DEFAULT_MATRIX = [
     _m("meta-llama/Llama-3.2-1B"),
     _m("meta-llama/Llama-3.2-1B", micro_batch=4),
     _m("meta-llama/Llama-3.2-1B", micro_batch=4, attention="eager"),
-    _m("meta-llama/Llama-3.2-1B", micro_batch=4, attention="eager", recompute="selective"),
+    _m("meta-llama/Llama-3.2-1B", micro_batch=4, attention="eager", recompute="attention"),
     _m("meta-llama/Llama-3.2-1B", micro_batch=4, recompute="full"),
     _m("meta-llama/Llama-3.2-1B", micro_batch=2, grad_accum=2),
     _m("meta-llama/Llama-3.2-1B", precision="fp32"),
@@ -238,16 +239,24 @@ def build_optimizer(torch, params, kind: str):
     raise SystemExit(f"unknown optimizer {kind!r}")
 
 
+def _worker_recompute():
+    """frenzy/train/recompute.py loaded by path (it imports torch only): the worker's own checkpointing
+    and selective policy, without importing the frenzy package."""
+    import importlib.util
+
+    path = CATALOG.parents[2] / "train" / "recompute.py"
+    spec = importlib.util.spec_from_file_location("frenzy_worker_recompute", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def configure_recompute(torch, model, row: dict) -> None:
     from torch.utils.checkpoint import checkpoint
 
-    if row["recompute"] == "full":
-        kwargs = {"use_reentrant": False}
-        if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    elif row["recompute"] == "selective" and row["attention"] == "eager":
+    if row["recompute"] in ("full", "selective"):
+        _worker_recompute().enable_recompute(model, row["recompute"])
+    elif row["recompute"] == "attention" and row["attention"] == "eager":
         # Checkpoint only the attention core, as the trace does (frenzy.memory.trace.patches).
         layers = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
                       and ("Layer" in type(m[0]).__name__ or "Block" in type(m[0]).__name__)), key=len)

@@ -72,3 +72,23 @@ def test_with_expandable_segments_every_configuration_marp_fits_runs():
     for run in runs:
         fits = estimate(run.job, run.plan, H100).required_bytes <= usable_bytes(H100, DEFAULT_SAFETY_MARGIN)
         assert run.ran == fits, run.label
+
+
+SELECTIVE = [r for r in RAN if r.row["recompute"] == "selective"]
+
+
+@pytest.mark.parametrize("run", SELECTIVE, ids=[r.label for r in SELECTIVE])
+def test_selective_checkpointing_is_predicted_within_1_percent(run):
+    """PyTorch's selective activation checkpointing under frenzy.train.recompute's policy, measured
+    on the H100 (bench/gpu_memory.py runs the worker's own recompute module)."""
+    assert estimate(run.job, run.plan, H100).allocated_bytes == pytest.approx(run.allocated, rel=0.01)
+
+
+def test_selective_checkpointing_measures_between_none_and_full():
+    def measured(recompute):
+        (run,) = [r for r in RAN if r.row["model"] == "meta-llama/Llama-3.2-1B" and r.row["method"] == "full"
+                  and r.row["precision"] == "bf16-mixed" and r.row["attention"] == "flash"
+                  and r.plan.micro_batch == 4 and r.plan.grad_accum == 1 and r.row["recompute"] == recompute]
+        return run.allocated
+
+    assert measured("full") < measured("selective") < measured("none")

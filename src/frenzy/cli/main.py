@@ -21,6 +21,7 @@ from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec, context_warning
 from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import recompute_warning
 from frenzy.core.units import gib
 from frenzy.memory.plans import DEFAULT_FASTER
 from frenzy.memory.zero import ZERO_HELP
@@ -84,7 +85,9 @@ def memory(
     tp: Annotated[int, typer.Option(help="tensor-parallel degree")] = 1,
     pp: Annotated[int, typer.Option(help="pipeline-parallel degree")] = 1,
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism")] = False,
-    recompute: Annotated[RecomputeChoice, typer.Option(help="activation recomputation")] = RecomputeChoice("none"),
+    recompute: Annotated[RecomputeChoice, typer.Option(
+        help="none | selective (PyTorch selective checkpointing: projection and attention-kernel outputs "
+             "kept) | full | attention (eager attention's core only, Korthikanti et al.)")] = RecomputeChoice("none"),
     optimizer: OptimizerOpt = OptimizerChoice("adamw"),
     attention: AttentionOpt = AttentionChoice("flash"),
     grad_accum: Annotated[int, typer.Option(help="micro-batches accumulated per step")] = 1,
@@ -117,7 +120,8 @@ def memory(
             results["trace"] = _traced(model, training, plan, seq)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
-    warnings = _warnings(job, _zero_warning(int(parse_zero(zero)), dp))
+    warnings = _warnings(job, _zero_warning(int(parse_zero(zero)), dp),
+                         recompute_warning(plan.recompute, job.training.attention))
     result = results["trace"] if trace and not compare else results["MARP"]
     problem = None if gpu_type is None else fit_problem(training, result.required_bytes, gpu_type)
     unsupported, sharding = unsupported_reason(job, plan), zero_sharding(training, plan)

@@ -77,11 +77,25 @@ class ZeroStage(IntEnum):
 
 
 class Recompute(IntEnum):
-    """Activation recomputation, ordered by memory saved."""
+    """Activation recomputation, ordered by memory saved.
+
+    SELECTIVE is PyTorch's selective activation checkpointing with the op policy of
+    `frenzy.train.recompute` (per layer: the input, projection outputs and the fused attention
+    kernel's outputs are kept). ATTENTION is Korthikanti et al. 2022's "selective": only eager
+    attention's core (scores, softmax, dropout) is recomputed. It equals NONE under flash/SDPA,
+    which never store scores, and is kept under its own name for the published measurements made
+    with it; the worker does not run it."""
 
     NONE = 0
-    SELECTIVE = 1  # recompute attention internals only (Korthikanti et al. 2022)
-    FULL = 2  # keep each layer's input only; HF gradient checkpointing
+    ATTENTION = 1  # recompute eager attention's core only (Korthikanti et al. 2022)
+    SELECTIVE = 2  # PyTorch SAC: keep projection and attention-kernel outputs, re-run the rest
+    FULL = 3  # keep each layer's input only; HF gradient checkpointing
+
+    @property
+    def checkpoints_layers(self) -> bool:
+        """Whether every decoder layer runs under torch.utils.checkpoint (full or selective): its
+        inputs are kept and it is re-run in backward."""
+        return self in (Recompute.SELECTIVE, Recompute.FULL)
 
     @classmethod
     def parse(cls, text: str) -> Recompute:
@@ -96,6 +110,15 @@ class Attention(Enum):
     @property
     def materialises_scores(self) -> bool:
         return self is Attention.EAGER
+
+
+def recompute_warning(recompute: Recompute, attention: Attention) -> str | None:
+    """Why a recomputation choice buys nothing, or None: Korthikanti's attention-only mode drops the
+    attention scores, which flash/SDPA kernels never store."""
+    if recompute is Recompute.ATTENTION and attention is not Attention.EAGER:
+        return (f"recompute 'attention' equals 'none' under {attention.value} attention (the fused kernel "
+                "never stores scores); use 'selective' (PyTorch selective checkpointing) or 'full'")
+    return None
 
 
 def _parse_enum(enum_cls, text, table):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
+from frenzy.core.training import Recompute
 
 # Model families whose decoder layers the worker knows how to tensor-parallelise (q/k/v/o, gate/up/down).
 TENSOR_PARALLEL_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -18,4 +19,6 @@ def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
         return "the worker runs no sequence parallelism"
     if plan.tp > 1 and spec.model.family not in TENSOR_PARALLEL_FAMILIES:
         return f"the worker cannot tensor-parallelise {spec.model.family}"
+    if plan.recompute is Recompute.ATTENTION:
+        return "the worker runs recompute none, selective or full, not attention-core recomputation"
     return None

@@ -6,6 +6,7 @@ backward's temporaries, and the logits and loss.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 from frenzy.core.model import ModelArch
@@ -15,6 +16,8 @@ from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_inpu
                                            mlp_saved, norm_saved, qk_norm_saved, residual_bytes)
 from frenzy.memory.layer_mla import dense_layer_arch
 from frenzy.memory.profiled import activation_profile
+from frenzy.memory.selective import (selective_cache_bytes_per_token, selective_is_modelled,
+                                     selective_layer_bytes_per_token)
 
 
 def layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
@@ -63,8 +66,8 @@ def checkpoint_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: 
 
 def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
     """What each layer keeps between its forward and backward under the plan's recomputation (a
-    profiled family: the mean over its layer kinds; selective recomputation is not profiled and
-    counts as none, which over-states eager attention's scores)."""
+    profiled family: the mean over its layer kinds; selective recomputation (`memory.selective`)
+    where it is not modelled counts as none, an upper bound)."""
     if arch.profile_key:
         profile = activation_profile(arch, training, seq)
         if plan.recompute is Recompute.FULL:
@@ -72,7 +75,25 @@ def stored_bytes_per_token_per_layer(arch: ModelArch, training: TrainingConfig, 
         return round(profile.mean_layer(seq, plan.micro_batch))
     if plan.recompute is Recompute.FULL:
         return checkpoint_bytes_per_token(arch, training, plan)
+    if plan.recompute is Recompute.SELECTIVE:
+        if selective_is_modelled(arch, training):
+            return selective_layer_bytes_per_token(arch, training, plan)
+        return layer_bytes_per_token(arch, training, dataclasses.replace(plan, recompute=Recompute.NONE), seq)
     return layer_bytes_per_token(arch, training, plan, seq)
+
+
+def recomputed_layer_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, seq: int) -> int:
+    """What backward's re-run of one checkpointed layer brings back on top of what the layer kept.
+
+    Full recomputation: the layer's saved tensors (`layer_bytes_per_token`). Selective: every saved
+    tensor of the layer without recomputation (eager attention's scores included), less SAC's cache,
+    which the re-run takes over instead of recomputing it."""
+    if plan.recompute is Recompute.FULL:
+        return layer_bytes_per_token(arch, training, plan, seq)
+    if plan.recompute is not Recompute.SELECTIVE or not selective_is_modelled(arch, training):
+        return 0
+    whole = layer_bytes_per_token(arch, training, dataclasses.replace(plan, recompute=Recompute.NONE), seq)
+    return max(whole - selective_cache_bytes_per_token(arch, training, plan), 0)
 
 
 def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
@@ -96,7 +117,7 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
         measured = round(profile.outside_checkpointed_per_token if recompute is Recompute.FULL
                          else profile.outside_per_token)
         return (ids if first else 0) + (measured - ids if last else 0)
-    total = eager_masks_checkpointed_bytes_per_token(arch, training, seq) if recompute is Recompute.FULL else 0
+    total = eager_masks_checkpointed_bytes_per_token(arch, training, seq) if recompute.checkpoints_layers else 0
     cast = 2 if training.precision.is_mixed else training.precision.compute_bytes
     trains = training.method is Method.FULL
     if first:
@@ -145,7 +166,7 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
         return -round(activation_profile(arch, training, seq).first_layer_delta.at(seq, plan.micro_batch))
     if training.method is Method.FULL:
         return 0
-    if plan.recompute is Recompute.FULL and checkpointed_input_bytes(arch, training) == 4 and not arch.embedding_norm:
+    if plan.recompute.checkpoints_layers and checkpointed_input_bytes(arch, training) == 4 and not arch.embedding_norm:
         return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
     if plan.recompute is not Recompute.NONE:
         return 0
@@ -166,7 +187,7 @@ def embedding_leaf_bytes_per_token(arch: ModelArch, training: TrainingConfig, pl
     (`enable_input_require_grads`), which turns the output into a leaf that its AccumulateGrad node
     keeps alive until backward. When the model transforms it before the first layer (embedding
     dropout, Granite's scaling) the leaf is a tensor of its own beside the first checkpoint."""
-    if training.method is Method.FULL or plan.recompute is not Recompute.FULL:
+    if training.method is Method.FULL or not plan.recompute.checkpoints_layers:
         return 0
     if arch.hidden_dropout > 0 or arch.embedding_scaled:
         return training.precision.compute_bytes * arch.hidden_size

@@ -20,7 +20,7 @@ from functools import lru_cache
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan, check_mixed_precision
-from frenzy.core.training import Method, Recompute
+from frenzy.core.training import Method
 from frenzy.memory import activations as act
 from frenzy.memory import fsdp_mixed, states
 from frenzy.memory.overhead import allocator_overhead_bytes, runtime_overhead_bytes
@@ -77,13 +77,13 @@ def _embedding_gradient_temporary_bytes(job: JobSpec, plan: ParallelPlan, stage:
 def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, layers: int, last: bool) -> tuple[int, int]:
     """Autocast weight copies alive in backward (at the loss, then entering the last layer).
 
-    Without recomputation autograd saved every copy for its backward matmul. Under full
+    Without recomputation autograd saved every copy for its backward matmul. Under full or selective
     recomputation the checkpointed layers saved none of theirs: those copies lived only in autocast's
     cast cache, which is cleared when the forward leaves its autocast region (the forward itself
     still peaks with all of them). The LM head runs outside the checkpoints, so its matmul keeps its
     copy until the head's backward; then the layer being recomputed casts its weights afresh and
     keeps those copies until its own backward."""
-    if plan.recompute is not Recompute.FULL:
+    if not plan.recompute.checkpoints_layers:
         return casts, casts
     head = states.autocast_head_copy_bytes(job.model, job.training, plan, last)
     return head, (casts - head) // max(layers, 1)
@@ -110,9 +110,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     one_batch = layers * per_layer + outside * tokens
     saved = one_batch * inflight
     others = one_batch * (inflight - 1)
-    full_layer = act.layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
-    # Under full recomputation backward re-runs one layer's forward: its activations come back.
-    recomputed = full_layer if plan.recompute is Recompute.FULL else 0
+    # Under recomputation backward re-runs one layer's forward: its activations come back.
+    recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0

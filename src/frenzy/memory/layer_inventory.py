@@ -229,7 +229,7 @@ def attention_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
             # fp32 copies of q and k, and v (GPT-J, GPT-Neo: no GQA). Under autocast the q @ k^T
             # matmul casts the fp32 copies back to 16 bits and keeps those: 16-bit q, k and v.
             items["qkv"] = 8 * q_dim + c * q_dim
-        if kernel is Kernel.EAGER and plan.recompute < Recompute.SELECTIVE:
+        if kernel is Kernel.EAGER and plan.recompute is Recompute.NONE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
             if arch.attention_sinks:
                 from frenzy.memory.recent_moe_inventory import sink_scores_saved

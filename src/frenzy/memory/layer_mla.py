@@ -50,7 +50,7 @@ def mla_attention_saved(arch: ModelArch, training: TrainingConfig, plan: Paralle
         items["latent_input"] += reader_saves(training, [by_name["q_b"]], arch.mla_q_rank)
     items["qkv"] = c * (2 * qk_dim + kv_out)
     if training.attention is Attention.EAGER:
-        if plan.recompute < Recompute.SELECTIVE:
+        if plan.recompute is Recompute.NONE:
             items["scores"] = _eager_scores_saved(arch, training.precision) * heads * seq
     else:
         items["attn_out"] = c * v_dim + 4 * heads

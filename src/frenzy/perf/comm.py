@@ -37,8 +37,9 @@ def tensor_parallel_seconds_per_micro_batch(tokens: int, hidden: int, layers: in
     """Megatron tensor parallelism: 2 all-reduces of the (tokens x hidden) activations per layer in
     forward and 2 in backward (Shoeybi et al. 2019, fig. 4), 2 more when the forward is recomputed.
     Sequence parallelism swaps each for a reduce-scatter + all-gather of equal volume (Korthikanti
-    et al. 2022). Not overlapped with compute (exposed on the critical path)."""
-    per_layer = 4 + (2 if recompute is Recompute.FULL else 0)
+    et al. 2022). Not overlapped with compute (exposed on the critical path). Selective recomputation
+    re-runs them as full does: collectives are not in its saved-op policy (frenzy.train.recompute)."""
+    per_layer = 4 + (2 if recompute.checkpoints_layers else 0)
     return per_layer * layers * ring_all_reduce_seconds(tokens * hidden * compute_bytes, tp, bandwidth_bytes_s)
 
 
@@ -71,7 +72,7 @@ def parameter_gather_seconds_per_micro_batch(param_bytes: float, dp: int, recomp
                                              bandwidth_bytes_s: float) -> float:
     """ZeRO-3 / FSDP full shard: all-gather the weights before forward and again before backward
     (and once more for a recomputed forward) in every micro-batch (Rajbhandari et al. 2020)."""
-    gathers = 3 if recompute is Recompute.FULL else 2
+    gathers = 3 if recompute.checkpoints_layers else 2
     return gathers * ring_gather_or_scatter_seconds(param_bytes, dp, bandwidth_bytes_s)
 
 

@@ -43,11 +43,15 @@ def hardware_flops_per_token(arch: ModelArch, training: TrainingConfig, recomput
 
     forward 2N + A; backward 4N + 2A for full fine-tuning, but only 2N + 2A when the base weights are
     frozen (LoRA/QLoRA compute input gradients, not weight gradients; adapters are negligible);
-    full recomputation repeats the forward (+2N + A), selective recomputation repeats attention's
-    core (+A) (Korthikanti et al. 2022, section 5).
+    full recomputation repeats the forward (+2N + A); attention-core recomputation repeats attention's
+    score and value products (+A) (Korthikanti et al. 2022, section 5); selective recomputation
+    (PyTorch SAC, frenzy.train.recompute) keeps every projection's and fused attention kernel's
+    output, so it repeats only eager attention's products (+A), besides elementwise work.
     """
     n = float(matmul_params(arch))
     a = attention_forward_flops_per_token(arch, seq_len)
     backward = (4.0 if training.method is Method.FULL else 2.0) * n + 2.0 * a
-    extra = {Recompute.NONE: 0.0, Recompute.SELECTIVE: a, Recompute.FULL: 2.0 * n + a}[recompute]
+    selective = a if training.attention.materialises_scores else 0.0
+    extra = {Recompute.NONE: 0.0, Recompute.ATTENTION: a, Recompute.SELECTIVE: selective,
+             Recompute.FULL: 2.0 * n + a}[recompute]
     return 2.0 * n + a + backward + extra

@@ -1,4 +1,4 @@
-"""Build the job's Hugging Face model and apply the plan: recomputation, LoRA, tensor parallel
+"""Build the job's Hugging Face model and apply the plan: recomputation (`train.recompute`), LoRA, tensor parallel
 (Llama-style layers), then DDP or FSDP2 over the data-parallel ranks."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from frenzy.core.generic import text_config
 from frenzy.train.config import WorkerConfig
+from frenzy.train.recompute import enable_recompute
 
 def build_model(cfg: WorkerConfig) -> nn.Module:
     """From the job's config: local weights if the spec points to a folder with weights, else a
@@ -21,10 +22,7 @@ def build_model(cfg: WorkerConfig) -> nn.Module:
     folder = cfg.local_weights if cfg.local_weights and has_local_weights(Path(cfg.local_weights)) else None
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     model = build_base(cfg.hf_config, cfg.seed, folder, dtype)
-    if cfg.recompute != "none":
-        # Selective recomputation is approximated by HF's per-layer (full) checkpointing.
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False
+    enable_recompute(model, cfg.recompute)  # per decoder layer: full, or selective (SAC's op policy)
     if cfg.method in ("lora", "qlora"):
         if cfg.dp == 1 or cfg.zero == 0:  # FSDP2 shards a unit's parameters in one dtype: its plans keep fp32
             model = model.to(frozen_base_dtype(cfg.precision))

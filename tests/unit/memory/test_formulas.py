@@ -56,13 +56,13 @@ def test_activation_inventory_matches_korthikanti_table2(seq, batch, tp, sp):
     assert ours == pytest.approx(paper, rel=0.002)
 
 
-def test_selective_recompute_drops_the_attention_score_term():
+def test_attention_core_recompute_drops_the_attention_score_term():
     arch = megatron_gpt()
     training = TrainingConfig(precision=Precision.BF16, attention=Attention.EAGER)
     seq = 2048
     full = act.layer_bytes_per_token(arch, training, ParallelPlan(), seq)
-    selective = act.layer_bytes_per_token(arch, training, ParallelPlan(recompute=Recompute.SELECTIVE), seq)
-    assert full - selective == 5 * arch.num_heads * seq  # Korthikanti: 5as/h x h per token
+    attention = act.layer_bytes_per_token(arch, training, ParallelPlan(recompute=Recompute.ATTENTION), seq)
+    assert full - attention == 5 * arch.num_heads * seq  # Korthikanti: 5as/h x h per token
 
 
 def _full_states(arch, precision, optimizer=Optimizer.ADAMW, dp=1, zero=ZeroStage.NONE):

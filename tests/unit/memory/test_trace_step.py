@@ -147,7 +147,9 @@ def test_recomputation(llama):
         eager = _trace(llama, seq=seq, plan=plan, attention=Attention.EAGER).activation_bytes_per_layer
         return eager - _trace(llama, seq=seq, attention=Attention.SDPA).activation_bytes_per_layer
 
-    assert extra(2 * SEQ, Recompute.SELECTIVE) - 2 * extra(SEQ, Recompute.SELECTIVE) == 0  # no s^2 term left
+    for mode in (Recompute.ATTENTION, Recompute.SELECTIVE):  # eager scores are recomputed under both
+        # no s^2 term left (eager scores here: HEADS x s x s x 6 B, ~400 kB at 2 x SEQ); 512-byte rounding aside
+        assert abs(extra(2 * SEQ, mode) - 2 * extra(SEQ, mode)) <= 2048, mode
 
 
 def test_lora_trains_adapters_only(llama):

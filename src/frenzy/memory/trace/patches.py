@@ -18,7 +18,7 @@ do not depend on the routing, so fake tensors run it as is and the memory does n
 balanced the (random) routing is. The fake CPU grouped GEMM accepts bf16 only; for other dtypes the
 patch selects transformers' own fallback op, which has the same inputs, outputs and saved tensors.
 
-`selective_recompute` implements Recompute.SELECTIVE for eager attention by checkpointing only the
+`attention_recompute` implements Recompute.ATTENTION for eager attention by checkpointing only the
 attention core (QK^T, softmax, dropout, PV), the part Korthikanti et al. recompute.
 """
 
@@ -97,12 +97,12 @@ def _attention_modules(layers: nn.ModuleList) -> list[nn.Module]:
                 found.append(getattr(layer, name))
                 break
     if len(found) != len(layers):
-        raise ValueError("cannot find the attention module of every decoder layer for selective recomputation")
+        raise ValueError("cannot find the attention module of every decoder layer for attention-core recomputation")
     return found
 
 
 @contextmanager
-def selective_recompute(layers: nn.ModuleList, region, context_fn):
+def attention_recompute(layers: nn.ModuleList, region, context_fn):
     """Checkpoint the eager attention core of every layer.
 
     transformers' shared `eager_attention_forward` (looked up from the modeling module at call time)

@@ -12,13 +12,14 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
-from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
+from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig, recompute_warning
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
 from frenzy.memory.trace import build, fsdp, optim, patches, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
 from frenzy.memory.trace.replay import Replay, replay
+from frenzy.train.recompute import enable_recompute
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,15 +127,12 @@ def _quiet_gc():
 
 def _configure_recompute(net: nn.Module, layers: nn.ModuleList, training: TrainingConfig, plan: ParallelPlan,
                          recorder: AllocationRecorder, semantics: CudaSemantics, stack: ExitStack) -> None:
-    # context_fn only re-enters the CUDA-semantics mode during recomputation (a GPU run needs none).
-    if plan.recompute is Recompute.FULL:
-        kwargs = {"use_reentrant": False, "context_fn": semantics.checkpoint_contexts}
-        if hasattr(net, "activation_checkpointing_enable"):  # transformers >= 5.x name
-            net.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    elif plan.recompute is Recompute.SELECTIVE and training.attention is Attention.EAGER:
-        stack.enter_context(patches.selective_recompute(
+    # The worker's own checkpointing (frenzy.train.recompute); the extra context_fn only re-enters
+    # the CUDA-semantics mode during recomputation (a GPU run needs none).
+    if plan.recompute in (Recompute.FULL, Recompute.SELECTIVE):
+        enable_recompute(net, plan.recompute.name.lower(), semantics.checkpoint_contexts)
+    elif plan.recompute is Recompute.ATTENTION and training.attention is Attention.EAGER:
+        stack.enter_context(patches.attention_recompute(
             layers, lambda: step.forward_region(recorder), semantics.checkpoint_contexts))
 
 
@@ -146,8 +144,8 @@ def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
             yield "tp/pp/sequence-parallel are not traced beside FSDP2: one rank's shard of the whole model"
     elif plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
         yield "dp/zero/pp/sequence-parallel are not traced: one rank, unsharded states, whole model"
-    if plan.recompute is Recompute.SELECTIVE and training.attention is not Attention.EAGER:
-        yield "selective recomputation = none for flash/sdpa: the fused kernel never stores scores"
+    if warning := recompute_warning(plan.recompute, training.attention):
+        yield warning
     if training.method is Method.QLORA:
         yield ("QLoRA: bitsandbytes NF4 represented by its tensors (packed uint8, double-quantised "
                "absmax, code tables) and MatMul4Bit's autograd (saves packed weight, dequantises twice)")
