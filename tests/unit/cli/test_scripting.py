@@ -99,7 +99,7 @@ def test_errors_are_json_with_a_hint_or_one_line(args, says):
 
 def test_choices_are_shown_and_completed():
     help_text = run("memory", "--help", env={"COLUMNS": "200"}).stdout
-    for shown in ("fp32|fp16-mixed|bf16-mixed|bf16", "0|1|2|3", "none|selective|full", "flash|sdpa|eager"):
+    for shown in ("fp32|fp16-mixed|bf16-mixed|bf16", "0|1|2|3", "none|attention|selective|full", "flash|sdpa|eager"):
         assert shown in help_text
     completed = run(env={"_FRENZY_COMPLETE": "complete_bash", "COMP_WORDS": "frenzy memory gpt2 --precision ",
                          "COMP_CWORD": "4"})
