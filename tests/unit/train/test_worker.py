@@ -55,3 +55,22 @@ def test_an_attempt_that_was_superseded_stops_without_writing(tmp_path):
     assert result["error"].startswith("Superseded") and "attempt 2" in result["error"]
     assert not list(folder.glob("step-*")) and not (folder / "latest").exists()
     assert (folder / "attempt").read_text() == "2"
+
+
+def test_a_lora_step_holds_what_marp_counts(tmp_path):
+    """The worker's measured live bytes of a bf16-mixed LoRA step (the real CPU tensors) against MARP's
+    allocated bytes for the same job: the frozen base in bf16, as MARP counts it. With an fp32 base the
+    H200 measured 14% more (docs/ACCURACY.md#fine-tuning-on-an-h200)."""
+    precision = "bf16-mixed"
+    from frenzy.control.request import JobRequest
+    from frenzy.core.plan import ParallelPlan
+    from frenzy.memory.estimate import estimate
+
+    cfg = base_config(tmp_path, method="lora", lora_targets=["all-linear"], precision=precision, seq_len=64,
+                      global_batch=4, micro_batch=4, grad_accum=1, steps=2)
+    report = run_world(cfg, 1, tmp_path)[0]
+    assert "error" not in report, report
+    measured = report["reports"][-1]["peak_bytes"]
+    job = JobRequest.from_json({"hf_config": cfg["hf_config"], "seq_len": 64, "global_batch": 4, "method": "lora",
+                                "lora_targets": ["all-linear"], "precision": precision}).job_spec()
+    assert measured == pytest.approx(estimate(job, ParallelPlan(micro_batch=4)).allocated_bytes, rel=0.02)
