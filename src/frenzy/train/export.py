@@ -259,17 +259,14 @@ def _write_adapter(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int
     """The adapter as peft saves it: peft's own get_peft_model_state_dict picks and renames the
     keys (lora_A.default.weight -> lora_A.weight) from a state dict whose adapter tensors are
     gathered; the base weights are never gathered."""
-    from peft import get_peft_model_state_dict
-
     adapter = getattr(model, "active_adapter", "default")
     if not hasattr(model, "peft_config"):
         raise ValueError(f"method {cfg.method} expects a peft model, got {type(model).__name__}")
-    gathered = dict(_stages(lambda leader: _adapter_tensors(model, adapter, leader), cfg, rank))
+    weights = dict(_stages(lambda leader: _adapter_tensors(model, adapter, leader), cfg, rank))
     if rank != 0:
         return []
     from safetensors.torch import save_file
 
-    weights = get_peft_model_state_dict(model, state_dict=gathered, adapter_name=adapter)
     save_file({k: v.contiguous() for k, v in weights.items()}, staging / ADAPTER_WEIGHTS, metadata={"format": "pt"})
     config = copy.deepcopy(model.peft_config[adapter])
     config.inference_mode = True
@@ -280,15 +277,22 @@ def _write_adapter(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int
 
 
 def _adapter_tensors(model: nn.Module, adapter: str, receiver: bool) -> Iterator[tuple[str, torch.Tensor]]:
-    """(key, full CPU tensor) of the adapter's tensors, yielded on the receiving rank (gathers are collective)."""
+    """(peft key, full CPU tensor) of the model's adapter tensors, yielded on the receiving rank (gathers
+    are collective); peft's own get_peft_model_state_dict picks and renames them, from the modules
+    this model holds (a pipeline stage: its own)."""
+    from peft import get_peft_model_state_dict
+
     state = model.state_dict(keep_vars=True)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     chosen = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor)
                     and (k in trainable or ".lora_" in k or f".{adapter}." in k))
+    gathered = {}
     for key in chosen:
         full = _gather(state[key])
         if receiver:
-            yield _clean_key(key), full.detach().to("cpu").contiguous()
+            gathered[_clean_key(key)] = full.detach().to("cpu").contiguous()
+    if receiver:
+        yield from get_peft_model_state_dict(model, state_dict=gathered, adapter_name=adapter).items()
 
 
 # ---------------------------------------------------------------- plumbing

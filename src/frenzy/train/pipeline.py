@@ -54,6 +54,16 @@ class Stage:
         return self.index == self.count - 1
 
 
+class StageLayers(nn.ModuleList):
+    """A stage's decoder layers under their whole-model indices (the names checkpoints use), indexed
+    by position like any ModuleList (`layers[0]` is the stage's first)."""
+
+    def __getitem__(self, idx):
+        if isinstance(idx, int):
+            return list(self._modules.values())[idx]
+        return super().__getitem__(idx)
+
+
 def device_mesh(cfg: WorkerConfig, device: str) -> DeviceMesh:
     """(pp, dp) mesh: consecutive ranks form a stage's data-parallel group."""
     if cfg.tp > 1:
@@ -83,7 +93,7 @@ def keep_stage(model: nn.Module, stage: Stage, precision) -> None:
     """Drop what other stages hold and make the model's forward this stage's: token ids (first
     stage) or hidden states in, hidden states or logits (last stage) out, under `precision`."""
     base, decoder = _parts(model)
-    kept = nn.ModuleList()
+    kept = StageLayers()
     for i in stage.layers:  # under their whole-model index, so names stay fully qualified
         kept.add_module(str(i), decoder.layers[i])
     decoder.layers = kept
@@ -156,7 +166,8 @@ class PipelineStep:
         if self.stage.first:
             self.schedule.step(ids)
         elif self.stage.last:
-            self.schedule.step(target=labels, losses=losses)
+            # the merged logits of the whole step are not wanted: kept, they would stay alive all step
+            self.schedule.step(target=labels, losses=losses, return_outputs=False)
         else:
             self.schedule.step()
         self._sum_tied_gradients()
