@@ -69,7 +69,8 @@ def test_every_planned_plan_passes_the_layout_check_and_sequence_parallelism_nee
     for c in choices:
         check_plan(j, c.plan)
         assert not c.plan.sequence_parallel
-    assert any(c.plan.sequence_parallel for c in plan_job(job("llama-3.1-8b", batch=8), [catalog.gpu_type("A100-SXM-40G")]))
+    a100 = [catalog.gpu_type("A100-SXM-40G")]
+    assert any(c.plan.sequence_parallel for c in plan_job(job("llama-3.1-8b", batch=8), a100, per_type=10))
 
 
 @pytest.mark.parametrize("plan, says", [

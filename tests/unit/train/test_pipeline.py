@@ -66,6 +66,8 @@ def _train(folder, chat_file, **over) -> list[dict]:
     results = run_world(cfg, cfg.get("dp", 1) * cfg.get("pp", 1), folder)
     for r in results:
         assert "error" not in r, r["traceback"]
+    # every rank reports the busiest rank's measured peak
+    assert len({tuple(x["peak_bytes"] for x in r["reports"]) for r in results}) == 1
     return results[0]["reports"]
 
 
