@@ -51,7 +51,7 @@ def train_loop(config: dict, report=None) -> None:
     if stage is not None:
         pipeline.keep_stage(model, stage, functools.partial(compute_precision, cfg, device))
     model = model.to(device)
-    inner = model
+    inner = model  # under any data-parallel wrapper: the pipeline reads its parts by their names
     if cfg.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
     model = (pipeline.wrap_data_parallel if stage else wrap_data_parallel)(model, cfg, mesh, device)
