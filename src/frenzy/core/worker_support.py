@@ -13,12 +13,27 @@ TENSOR_PARALLEL_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 
 def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
     """None when the worker runs `plan` for `spec`; otherwise why it does not (shown to the user)."""
-    if plan.pp > 1:
-        return "the worker runs no pipeline stages"
+    if plan.pp > 1 and (reason := _pipeline_reason(spec, plan)):
+        return reason
     if plan.sequence_parallel:
         return "the worker runs no sequence parallelism"
     if plan.tp > 1 and spec.model.family not in TENSOR_PARALLEL_FAMILIES:
         return f"the worker cannot tensor-parallelise {spec.model.family}"
     if plan.recompute is Recompute.ATTENTION:
         return "the worker runs recompute none, selective or full, not attention-core recomputation"
+    return None
+
+
+# Families whose decoder takes a stage's hidden states as `inputs_embeds` unchanged (no position
+# embedding added or scale applied to them), which is how the worker runs a later pipeline stage.
+PIPELINE_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+def _pipeline_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
+    if spec.model.family not in PIPELINE_FAMILIES:
+        return f"the worker cannot split {spec.model.family} into pipeline stages"
+    if plan.tp > 1:
+        return "the worker runs pipeline stages without tensor parallelism"
+    if plan.grad_accum < plan.pp:
+        return f"a 1F1B pipeline of {plan.pp} stages needs at least {plan.pp} micro-batches per step"
     return None

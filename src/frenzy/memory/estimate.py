@@ -22,7 +22,7 @@ from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan, check_mixed_precision
 from frenzy.core.training import Method
 from frenzy.memory import activations as act
-from frenzy.memory import fsdp_mixed, states
+from frenzy.memory import fsdp_mixed, pipeline_stage, states
 from frenzy.memory.overhead import allocator_overhead_bytes, runtime_overhead_bytes
 from frenzy.memory.result import MemoryEstimate, Phase
 
@@ -97,7 +97,6 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         job, plan.tp, plan.pp, stage, plan.dp, plan.zero, plan.mixed_precision)
     last = stage == plan.pp - 1
     tokens = plan.micro_batch * job.seq_len
-    inflight = plan.pp - stage  # 1F1B: stage i holds pp - i micro-batches' activations
     # Later micro-batches (accumulation, or a pipeline's steady state) run with gradients alive.
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
@@ -107,9 +106,9 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     if stage == 0:
         outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
         outside += act.embedding_leaf_bytes_per_token(arch, training, plan)
-    one_batch = layers * per_layer + outside * tokens
-    saved = one_batch * inflight
-    others = one_batch * (inflight - 1)
+    one_batch = layers * per_layer + outside * tokens + pipeline_stage.cached_output_bytes(
+        arch, training, plan, stage, job.seq_len)
+    buffers = pipeline_stage.receive_buffer_bytes(arch, training, plan, stage, job.seq_len)
     # Under recomputation backward re-runs one layer's forward: its activations come back.
     recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
@@ -119,26 +118,45 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
         head_grad = _head_gradient_bytes(job, plan)
     if plan.fsdp_param_dtype:
+        inflight = pipeline_stage.in_flight_micro_batches(plan, stage)
         return _fsdp_param_candidates(job, plan, stage, (weights, grads, opt, opt_temp, early_grads), (
-            saved, others, per_layer, recomputed, layer_temp, logits_fwd, logits_bwd))
+            one_batch * inflight + buffers, one_batch * (inflight - 1) + buffers, per_layer, recomputed, layer_temp,
+            logits_fwd, logits_bwd))
     # QLoRA's dequantised 16-bit copy of one projection lives beside the weights while a layer runs;
     # at the loss (forward end, backward start) only the LM head, which is not quantised, is running.
     casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
-    return [
-        (Phase.FORWARD, (weights + casts, early_grads, opt, saved, logits_fwd, 0)),
-        # backward at the loss: the logits gradient on top of everything forward kept
-        (Phase.BACKWARD, (weights + casts_at_loss, early_grads, opt, saved, logits_bwd, 0)),
-        # backward entering the last layer: head gradient allocated, one layer's temporaries
-        (Phase.BACKWARD, (weights + casts_in_last_layer + dequant, max(early_grads, head_grad), opt,
-                          saved + recomputed, 0, layer_temp + buckets)),
-        # backward leaving the first layer: all gradients, one layer's activations and copies left
-        (Phase.BACKWARD, (weights + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed, 0,
-                          layer_temp + buckets)),
-        # backward through the embedding: a tied embedding's second gradient beside the first
-        (Phase.BACKWARD, (weights, grads, opt, others, 0, buckets + _embedding_gradient_temporary_bytes(
-            job, plan, stage))),
-        (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
-    ]
+
+    def sequence(inflight: int, early: int, embedding_temp: int) -> list[tuple[Phase, tuple[int, ...]]]:
+        """The candidates with `inflight` micro-batches in flight (the other ones keep the weight
+        copies their forward saved) and `early` gradient bytes alive from the start."""
+        saved, others = one_batch * inflight + buffers, one_batch * (inflight - 1) + buffers
+        held = weights + casts_at_loss * (inflight - 1)
+        return [
+            (Phase.FORWARD, (held + casts, early, opt, saved, logits_fwd, 0)),
+            # backward at the loss: the logits gradient on top of everything forward kept
+            (Phase.BACKWARD, (held + casts_at_loss, early, opt, saved, logits_bwd, 0)),
+            # backward entering the last layer: head gradient allocated, one layer's temporaries
+            (Phase.BACKWARD, (held + casts_in_last_layer + dequant, max(early, head_grad), opt,
+                              saved + recomputed, 0, layer_temp + buckets)),
+            # backward leaving the first layer: all gradients, one layer's activations and copies left
+            (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed,
+                              0, layer_temp + buckets)),
+            # backward through the embedding: its new gradient beside the one it adds into
+            (Phase.BACKWARD, (held, grads, opt, others, 0, buckets + embedding_temp)),
+        ]
+
+    optimizer = [(Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp))]
+    if plan.pp == 1:
+        return sequence(1, early_grads, _embedding_gradient_temporary_bytes(job, plan, stage)) + optimizer
+    # 1F1B: the warm-up forwards run before this step's first gradient; later ones (if any) with all
+    # gradients alive and one micro-batch fewer in flight once no forward is left.
+    warm = pipeline_stage.in_flight_micro_batches(plan, stage)
+    steady = warm if plan.grad_accum > warm else warm - 1
+    candidates = sequence(warm, 0, 0) + optimizer
+    if steady:
+        candidates += sequence(steady, grads, pipeline_stage.embedding_gradient_temporary_bytes(
+            arch, job.training, plan, stage))
+    return candidates
 
 
 def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_states: tuple[int, ...],
@@ -184,10 +202,13 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
     return candidates
 
 
-def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None) -> MemoryEstimate:
-    """Per-GPU peak memory of `job` under `plan` (the busiest rank across pipeline stages)."""
+def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage: int | None = None) -> MemoryEstimate:
+    """Per-GPU peak memory of `job` under `plan`: the busiest rank across pipeline stages, or the
+    rank of pipeline stage `stage`."""
     check_mixed_precision(job.training, plan)
-    stages = {0, plan.pp - 1}
+    if stage is not None and not 0 <= stage < plan.pp:
+        raise ValueError(f"stage {stage} is not one of the plan's {plan.pp} pipeline stages")
+    stages = {0, plan.pp - 1} if stage is None else {stage}
     phase, parts = max((c for s in stages for c in _stage_candidates(job, plan, s)), key=lambda c: sum(c[1]))
     allocated = sum(parts)
     persistent = parts[0] + parts[1] + parts[2]

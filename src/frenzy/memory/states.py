@@ -48,10 +48,16 @@ def lora_params(linear: Linear, rank: int, tp: int) -> int:
     return rank * (linear.in_features + linear.out_features) // tp
 
 
+def stage_layer_range(num_layers: int, pp: int, stage: int) -> range:
+    """The decoder layers pipeline stage `stage` of `pp` holds: an even split of consecutive layers,
+    earlier stages taking the remainder (the training worker splits its model by this)."""
+    base, extra = divmod(num_layers, pp)
+    start = stage * base + min(stage, extra)
+    return range(start, start + base + (1 if stage < extra else 0))
+
+
 def layers_on_stage(arch: ModelArch, pp: int, stage: int) -> int:
-    """Even split of decoder layers across pipeline stages; earlier stages take the remainder."""
-    base, extra = divmod(arch.num_layers, pp)
-    return base + (1 if stage < extra else 0)
+    return len(stage_layer_range(arch.num_layers, pp, stage))
 
 
 def stage_params(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan, stage: int) -> StageParams:

@@ -51,6 +51,7 @@ class WorkerConfig:
     # the plan
     dp: int = 1
     tp: int = 1
+    pp: int = 1  # pipeline stages on consecutive ranks (frenzy.train.pipeline)
     zero: int = 0
     micro_batch: int = 1
     grad_accum: int = 1
@@ -71,13 +72,16 @@ class WorkerConfig:
     step_delay_s: float = 0.0  # fake mode: slow steps down so tests can act mid-run
 
     def __post_init__(self):
-        if self.dp * self.tp < 1 or self.micro_batch * self.grad_accum * self.dp != self.global_batch:
+        if min(self.dp, self.tp, self.pp) < 1 or self.micro_batch * self.grad_accum * self.dp != self.global_batch:
             raise ValueError(f"plan dp{self.dp} x mb{self.micro_batch} x ga{self.grad_accum} does not give "
                              f"global batch {self.global_batch}")
+        if self.pp > 1 and self.grad_accum < self.pp:
+            raise ValueError(f"a 1F1B pipeline of {self.pp} stages needs at least {self.pp} micro-batches per step, "
+                             f"not grad_accum {self.grad_accum}")
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp
+        return self.dp * self.tp * self.pp
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -123,7 +123,7 @@ def copy_tokenizer_files(folder: str | None, out_dir: Path) -> list[str]:
 def _write_full(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int, max_shard_bytes: int) -> list[str]:
     dtype = master_dtype(cfg.precision)
     writer = ShardWriter(staging, max_shard_bytes) if rank == 0 else None
-    for name, tensor in _full_tensors(model, dtype, rank):
+    for name, tensor in _stages(lambda leader: _full_tensors(model, dtype, 0 if leader else 1), cfg, rank):
         if writer is not None:
             writer.add(name, tensor)
     if writer is None:
@@ -259,25 +259,14 @@ def _write_adapter(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int
     """The adapter as peft saves it: peft's own get_peft_model_state_dict picks and renames the
     keys (lora_A.default.weight -> lora_A.weight) from a state dict whose adapter tensors are
     gathered; the base weights are never gathered."""
-    from peft import get_peft_model_state_dict
-
     adapter = getattr(model, "active_adapter", "default")
     if not hasattr(model, "peft_config"):
         raise ValueError(f"method {cfg.method} expects a peft model, got {type(model).__name__}")
-    state = model.state_dict(keep_vars=True)
-    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    chosen = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor)
-                    and (k in trainable or ".lora_" in k or f".{adapter}." in k))
-    gathered = {}
-    for key in chosen:
-        full = _gather(state[key])
-        if rank == 0:
-            gathered[_clean_key(key)] = full.detach().to("cpu").contiguous()
+    weights = dict(_stages(lambda leader: _adapter_tensors(model, adapter, leader), cfg, rank))
     if rank != 0:
         return []
     from safetensors.torch import save_file
 
-    weights = get_peft_model_state_dict(model, state_dict=gathered, adapter_name=adapter)
     save_file({k: v.contiguous() for k, v in weights.items()}, staging / ADAPTER_WEIGHTS, metadata={"format": "pt"})
     config = copy.deepcopy(model.peft_config[adapter])
     config.inference_mode = True
@@ -287,7 +276,35 @@ def _write_adapter(model: nn.Module, cfg: WorkerConfig, staging: Path, rank: int
     return [ADAPTER_WEIGHTS, "adapter_config.json"]
 
 
+def _adapter_tensors(model: nn.Module, adapter: str, receiver: bool) -> Iterator[tuple[str, torch.Tensor]]:
+    """(peft key, full CPU tensor) of the model's adapter tensors, yielded on the receiving rank (gathers
+    are collective); peft's own get_peft_model_state_dict picks and renames them, from the modules
+    this model holds (a pipeline stage: its own)."""
+    from peft import get_peft_model_state_dict
+
+    state = model.state_dict(keep_vars=True)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    chosen = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor)
+                    and (k in trainable or ".lora_" in k or f".{adapter}." in k))
+    gathered = {}
+    for key in chosen:
+        full = _gather(state[key])
+        if receiver:
+            gathered[_clean_key(key)] = full.detach().to("cpu").contiguous()
+    if receiver:
+        yield from get_peft_model_state_dict(model, state_dict=gathered, adapter_name=adapter).items()
+
+
 # ---------------------------------------------------------------- plumbing
+
+
+def _stages(stream, cfg: WorkerConfig, rank: int) -> Iterator[tuple[str, torch.Tensor]]:
+    """`stream(receiver)` of this rank's model; under pipeline stages, every stage's on rank 0."""
+    if cfg.pp > 1:
+        from frenzy.train.pipeline import to_first_rank
+
+        return to_first_rank(stream, cfg)
+    return stream(rank == 0)
 
 
 def _unwrap(model: nn.Module) -> nn.Module:

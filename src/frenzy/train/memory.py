@@ -40,8 +40,12 @@ HOST_STATE = frozenset({"step"})  # AdamW/Adam step counters: host memory on a G
 class StepMeter:
     """The memory peak of one attempt's training steps (one meter per attempt)."""
 
-    def __init__(self, cfg: WorkerConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, cfg: WorkerConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 busiest_rank: bool = False) -> None:
         self.cfg, self.model, self.optimizer = cfg, model, optimizer
+        # Pipeline stages hold different layers: every rank reports the busiest rank's peak, the one
+        # a card must fit (a collective after each measured step).
+        self.busiest_rank = busiest_rank
         self.on_cuda = torch.cuda.is_available()
         self.peak_bytes = 0
         self.steps: list[StepPeak] = []  # one per measured step, for inspection
@@ -78,7 +82,7 @@ class StepMeter:
         result = meter.result()
         self.steps.append(result)
         self.end_bytes.append(meter.end_bytes())
-        self.peak_bytes = max(self.peak_bytes, result.peak_bytes)
+        self.peak_bytes = max(self.peak_bytes, _busiest(result.peak_bytes) if self.busiest_rank else result.peak_bytes)
 
     def _register_state(self, meter: LiveBytes) -> None:
         for tensor in (*self.model.parameters(), *self.model.buffers()):
@@ -101,6 +105,14 @@ class StepMeter:
             for key, value in state.items():
                 if isinstance(value, torch.Tensor):
                     meter.mark(value, HOST if key in HOST_STATE else OPTIMIZER_STATE)
+
+
+def _busiest(peak_bytes: int) -> int:
+    import torch.distributed as dist
+
+    peak = torch.tensor(peak_bytes, dtype=torch.int64)
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+    return int(peak)
 
 
 def _ddp_bucket_alloc(model: torch.nn.Module, meter: LiveBytes) -> int | None:

@@ -64,9 +64,17 @@ def clip_gradients(model: nn.Module, cfg: WorkerConfig) -> float | None:
     leaves norms and embeddings replicated) are normed apart, as torch's norm ops refuse a mix."""
     if cfg.max_grad_norm is None:
         return None
+    params = [p for p in model.parameters() if p.grad is not None]
+    total = gradient_square_sum(params).sqrt()
+    torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, total.float(), foreach=False)
+    return float(total)
+
+
+def gradient_square_sum(params: list) -> torch.Tensor:
+    """The squared L2 norm (float64, on CPU) of the gradients of `params`, over every rank's shards
+    (collective over a DTensor's mesh)."""
     from torch.distributed.tensor import DTensor
 
-    params = [p for p in model.parameters() if p.grad is not None]
     squares = torch.zeros((), dtype=torch.float64)
     for sharded in (True, False):
         grads = [p.grad for p in params if isinstance(p.grad, DTensor) == sharded]
@@ -74,6 +82,4 @@ def clip_gradients(model: nn.Module, cfg: WorkerConfig) -> float | None:
             norm = torch.nn.utils.get_total_norm(grads, foreach=False)
             norm = norm.full_tensor() if isinstance(norm, DTensor) else norm
             squares += norm.double().cpu() ** 2
-    total = squares.sqrt()
-    torch.nn.utils.clip_grads_with_norm_(params, cfg.max_grad_norm, total.float(), foreach=False)
-    return float(total)
+    return squares

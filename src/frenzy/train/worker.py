@@ -15,7 +15,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from frenzy.train import checkpoint, export, manifest, memory
+from frenzy.train import checkpoint, export, manifest, memory, pipeline
 from frenzy.train.batches import Batches, loss_tokens
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, MERGED, WorkerConfig
 from frenzy.train.evaluate import validation_loss
@@ -44,12 +44,17 @@ def train_loop(config: dict, report=None) -> None:
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     memory.limit_cuda_memory(cfg)
     torch.set_num_threads(max(1, int(os.environ.get("FRENZY_WORKER_THREADS", "1"))))
-    mesh = device_mesh(cfg, device.type)
+    mesh = pipeline.device_mesh(cfg, device.type) if cfg.pp > 1 else device_mesh(cfg, device.type)
 
-    model = build_model(cfg).to(device)
+    model = build_model(cfg)
+    stage = pipeline.stage_of(mesh, model) if cfg.pp > 1 else None
+    if stage is not None:
+        pipeline.keep_stage(model, stage, functools.partial(compute_precision, cfg, device))
+    model = model.to(device)
+    inner = model  # under any data-parallel wrapper: the pipeline reads its parts by their names
     if cfg.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
-    model = wrap_data_parallel(model, cfg, mesh, device)
+    model = (pipeline.wrap_data_parallel if stage else wrap_data_parallel)(model, cfg, mesh, device)
     optimizer = make_optimizer(model, cfg)
     cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     checkpoint.claim(cfg.checkpoint_dir, cfg.attempt)
@@ -59,11 +64,13 @@ def train_loop(config: dict, report=None) -> None:
     batches = Batches(cfg, model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"],
                       mesh["dp"].get_local_rank(), prepared)
     if dist.get_rank() == 0:
-        print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp} zero{cfg.zero} "
+        print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp} pp{cfg.pp} zero{cfg.zero} "
               f"mb{cfg.micro_batch}x{cfg.grad_accum} on {cfg.world_size}x {cfg.gpu_type}; resuming at step {start}",
               flush=True)
     model.train()
     loop = _Loop(cfg, model, optimizer, batches, device, report, prepared)
+    if stage is not None:
+        loop.pipe = pipeline.PipelineStep(cfg, model, inner, stage, mesh, device)
     try:
         history = loop.run(start)
     except torch.OutOfMemoryError as exc:
@@ -88,7 +95,8 @@ class _Loop:
         self.cfg, self.model, self.optimizer, self.batches, self.device = cfg, model, optimizer, batches, device
         self.report, self.prepared = report, prepared
         self.precision = functools.partial(compute_precision, cfg, device)
-        self.meter = memory.StepMeter(cfg, model, optimizer)
+        self.meter = memory.StepMeter(cfg, model, optimizer, busiest_rank=cfg.pp > 1)
+        self.pipe: pipeline.PipelineStep | None = None
 
     def run(self, start: int) -> dict:
         cfg = self.cfg
@@ -118,7 +126,8 @@ class _Loop:
                 metrics["grad_norm"] = round(grad_norm, 5)
             history["loss"].append([step, metrics["loss"]])
             if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
-                eval_loss = validation_loss(self.model, self.batches.eval_chunks(), self.device, self.precision)
+                eval_loss = self.pipe.validation_loss(self.batches.eval_chunks()) if self.pipe else \
+                    validation_loss(self.model, self.batches.eval_chunks(), self.device, self.precision)
                 if eval_loss is not None:
                     metrics["eval_loss"] = round(eval_loss, 5)
                     history["eval_loss"].append([step, eval_loss])
@@ -128,6 +137,8 @@ class _Loop:
 
     def _step(self, step: int) -> tuple[float, float | None]:
         """One optimizer step; returns the global batch's mean loss per loss token and the gradient norm."""
+        if self.pipe is not None:
+            return self.pipe.step(step, self.batches, self.optimizer)
         cfg = self.cfg
         total_tokens = self.batches.step_loss_tokens(step)
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)

@@ -14,7 +14,7 @@ from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig, recompute_warning
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
-from frenzy.memory.trace import build, fsdp, optim, patches, step
+from frenzy.memory.trace import build, fsdp, optim, patches, pipeline_stage, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
@@ -45,15 +45,17 @@ class Recording:
     notes: tuple[str, ...]
 
 
-def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int) -> TraceResult:
+def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
+               stage: int = 0) -> TraceResult:
     """Run the real HF training step of `model` under `training`/`plan` on fake tensors.
 
-    `plan.tp` shapes the rank's shard; dp, zero, pp and sequence_parallel are not traced (a single
-    rank without communication buffers, sharded states or pipeline stages), except in the
-    fsdp2-param mixed-precision mode, which runs the real FSDP2 at world size dp (trace.fsdp).
+    `plan.tp` shapes the rank's shard; with `plan.pp` > 1 the rank is pipeline stage `stage`, run in
+    Schedule1F1B's order (trace.pipeline_stage); dp, zero and sequence_parallel are not traced (a
+    single rank without communication buffers or sharded states), except in the fsdp2-param
+    mixed-precision mode, which runs the real FSDP2 at world size dp (trace.fsdp).
     """
     started = time.perf_counter()
-    recording = record_steps(model, training, plan, seq_len)
+    recording = record_steps(model, training, plan, seq_len, stage=stage)
     result = replay(recording.log, step.MEASURED_STEP)
     return TraceResult(
         estimate=_estimate(result),
@@ -68,7 +70,7 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
 
 def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
                  keep_origins: bool = False, keep_layers: list[int] | None = None,
-                 steps: int = step.STEPS) -> Recording:
+                 steps: int = step.STEPS, stage: int = 0) -> Recording:
     """Build and run the model on fake tensors; the allocation log of its steps. `keep_layers`
     runs a reduced-depth copy holding only those decoder layers."""
     if seq_len < 1:
@@ -86,8 +88,9 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         semantics = stack.enter_context(CudaSemantics())
         net, build_notes = build.build_model(cfg, training, keep_layers)
         notes += build_notes
-        layers = patches.decoder_layers(net)
         vocab = net.get_output_embeddings().weight.shape[0]
+        piped = _pipeline_stage(net, training, plan, stage)
+        layers = patches.decoder_layers(net)
         recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
         _configure_recompute(net, layers, training, plan, recorder, semantics, stack)
         if sharded:
@@ -99,10 +102,17 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         with recorder:
             for tensor in (*net.parameters(), *net.buffers()):
                 recorder.register(fsdp.local(tensor), WEIGHTS)
-            step.run_steps(net, optimizer, recorder, precision=training.precision, micro_batch=plan.micro_batch,
-                           seq_len=seq_len, grad_accum=plan.grad_accum, vocab_size=vocab,
-                           host_state=optim.host_state_keys(training.optimizer), steps=steps,
-                           autocast=not sharded)
+            if piped is not None:
+                pipeline_stage.run_stage_steps(
+                    net, optimizer, recorder, piped, micro_batch=plan.micro_batch, seq_len=seq_len,
+                    grad_accum=plan.grad_accum, vocab_size=vocab, hidden_size=net.config.hidden_size,
+                    hidden_dtype=build.base_dtype(training), host_state=optim.host_state_keys(training.optimizer),
+                    steps=steps)
+            else:
+                step.run_steps(net, optimizer, recorder, precision=training.precision, micro_batch=plan.micro_batch,
+                               seq_len=seq_len, grad_accum=plan.grad_accum, vocab_size=vocab,
+                               host_state=optim.host_state_keys(training.optimizer), steps=steps,
+                               autocast=not sharded)
         log = recorder.stop()
         for handle in hooks:
             handle.remove()
@@ -110,6 +120,16 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         kernels = ", ".join(f"{name} x{n}" for name, n in sorted(semantics.sdpa_choices.items()))
         notes.append(f"sdpa kernels (as CUDA would pick): {kernels}" if kernels else "no sdpa calls")
     return Recording(log=log, params=params, trainable_params=trainable_count, notes=tuple(notes))
+
+
+def _pipeline_stage(net: nn.Module, training: TrainingConfig, plan: ParallelPlan, stage: int):
+    """With pp > 1 (and not the FSDP2 trace), keep stage `stage`'s part of the model; None otherwise."""
+    if plan.pp == 1 or plan.fsdp_param_dtype:
+        return None
+    from frenzy.memory.states import stage_layer_range
+
+    layers = stage_layer_range(net.config.num_hidden_layers, plan.pp, stage)
+    return pipeline_stage.make_stage(net, stage, plan.pp, layers, training.precision)
 
 
 @contextmanager
@@ -142,8 +162,10 @@ def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
                "CUDA-stream overlap (all-gather prefetch, reduce-scatter in flight) is not traced")
         if plan.pp > 1 or plan.tp > 1 or plan.sequence_parallel:
             yield "tp/pp/sequence-parallel are not traced beside FSDP2: one rank's shard of the whole model"
-    elif plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
-        yield "dp/zero/pp/sequence-parallel are not traced: one rank, unsharded states, whole model"
+    elif plan.dp > 1 or plan.zero or plan.sequence_parallel:
+        yield "dp/zero/sequence-parallel are not traced: one rank, unsharded states"
+    if plan.pp > 1 and not plan.fsdp_param_dtype:
+        yield "one pipeline stage in Schedule1F1B's order; its sends and receives are not run (receive buffers are)"
     if warning := recompute_warning(plan.recompute, training.attention):
         yield warning
     if training.method is Method.QLORA:
