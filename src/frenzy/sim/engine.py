@@ -125,7 +125,8 @@ class Simulator:
         self.busy_gpus = 0
         self.busy_by_type = dict.fromkeys(self.capacity, 0)
         self._state: ClusterState | None = None
-        self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
+        self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus,
+                                capacity=self.capacity)
 
     def true_fits(self, job: QueuedJob, choice: PlanChoice) -> bool:
         """Whether the job's true peak under `choice` fits the GPU: what a profiling run that never

@@ -32,8 +32,9 @@ def _pct(values, q: float) -> float:
 
 
 class SimResult:
-    def __init__(self, *, policy: str, cluster: str, total_gpus: int):
+    def __init__(self, *, policy: str, cluster: str, total_gpus: int, capacity: dict[str, int] | None = None):
         self.policy, self.cluster, self.total_gpus = policy, cluster, total_gpus
+        self.capacity = dict(capacity or {})  # GPUs per type
         self.round_s: list[float] = []
         self.per_job_s: list[float] = []
         self.times: list[float] = []
