@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from typer.core import TyperCommand
+from typer.exceptions import TyperException  # base of the parser's usage errors (Typer's own Click)
 
 from frenzy.cli.options import USER_ERRORS, GpuCatalog, fail, use_gpu_catalog
 
@@ -55,15 +56,25 @@ def comparison_table(rows: list[dict], title: str) -> Table:
 
 
 class _JsonUsageErrors(TyperCommand):
-    """With --json, a mistake Click finds while parsing (a missing option, a non-number) is one JSON
-    object on stdout too, not usage text."""
+    """With --json, a mistake Click finds in the options (a missing one, a non-number) is one JSON
+    object on stdout too, not usage text; values are converted when parsed or when invoked."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        wants_json = "--json" in args
-        try:
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        ctx.meta["json_errors"] = "--json" in args
+        with self._as_json(ctx):
             return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            if not wants_json:
+
+    def invoke(self, ctx):
+        with self._as_json(ctx):
+            return super().invoke(ctx)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _as_json(ctx):
+        try:
+            yield
+        except TyperException as exc:
+            if not ctx.meta.get("json_errors") or not hasattr(exc, "format_message"):
                 raise
             _print_json({"error": exc.format_message(), "hint": "`frenzy simulate --help` lists the options"})
             raise typer.Exit(code=2) from None

@@ -57,9 +57,10 @@ def jct_cdf(results: list[SimResult], path: Path, header: dict) -> list[Path]:
 
 
 def _until(r: SimResult, end_s: float) -> tuple[np.ndarray, int]:
-    """Sample times up to `end_s`, in hours, and how many samples that is."""
+    """Sample times up to the policy's own last completion (events after it are stale completions of
+    preempted attempts: nothing changes), in hours, and how many samples that is."""
     t = np.array(r.times)
-    keep = int(np.searchsorted(t, end_s, side="right"))
+    keep = int(np.searchsorted(t, min(end_s, r.last_completion_s()), side="right"))
     return t[:keep] / 3600, keep
 
 
