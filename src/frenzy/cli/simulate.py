@@ -50,7 +50,7 @@ def comparison_table(rows: list[dict], title: str) -> Table:
             r["policy"], str(finished), str(r["given_up"]), str(r["never_run"]),
             _hours(r["avg_jct_s"]) if finished else "—", _hours(r["p99_jct_s"]) if finished else "—",
             _hours(r["avg_queueing_delay_s"]) if finished else "—", f"{r['utilisation_allocated']:.0%}",
-            str(r["oom_restarts"]), str(r["preemptions"]), f"{r['gpu_hours']:,.0f}", f"{r['cost_usd']:,.2f}",
+            f"{r['oom_restarts']:,}", f"{r['preemptions']:,}", f"{r['gpu_hours']:,.0f}", f"{r['cost_usd']:,.2f}",
             f"{r['decision_per_job_ms']['p95']:.3f}", _versus(r))
     return table
 
@@ -116,12 +116,15 @@ def simulate(
 ) -> None:
     """Replay a job trace on a simulated cluster and compare scheduling policies."""
     console = Console(stderr=as_json, width=None if Console().is_terminal else 160)
-    if as_json:
+    if as_json:  # the same as use_gpu_catalog, with the error as JSON
+        from frenzy.core import catalog
+
         try:
-            use_gpu_catalog(gpu_catalog)
-        except typer.Exit:
-            raise _error(True, f"the GPU catalog {gpu_catalog} cannot be used", "fix the file --gpu-catalog "
-                                                                                 "names (docs/GPUS.md)") from None
+            if gpu_catalog is not None:
+                catalog.use_gpu_catalog(gpu_catalog)
+            catalog.gpu_types()
+        except USER_ERRORS as exc:
+            raise _error(True, str(exc), "fix the GPU catalog file (docs/GPUS.md) or leave --gpu-catalog out") from None
     else:
         use_gpu_catalog(gpu_catalog)  # the simulated cluster and every policy look GPU types up in this process
     spec, jobs, names, config, load_line = _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs,
