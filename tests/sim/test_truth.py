@@ -182,3 +182,15 @@ def test_load_picks_the_arrival_scale_and_both_print_the_offered_load(trace_csv)
     result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                       "--load", "many", "--json"])
     assert result.exit_code == 2 and "'--load'" in json.loads(result.stdout)["error"]
+
+
+def test_a_requested_type_the_cluster_lacks_is_rejected_not_read_as_any_type():
+    from frenzy.sched import get_policy
+    from frenzy.sim.engine import Simulator
+
+    jobs = [replace(small_jobs(1)[0], requested_gpu_type="H100-SXM-80G")]
+    fifo = Simulator(load_cluster("testbed"), get_policy("fifo"), jobs, SimConfig(seed=0))
+    assert fifo.rejections()[0].text == "requests H100-SXM-80G, which this cluster does not have"
+    assert fifo.run().summary()["rejected"] == 1
+    frenzy = Simulator(load_cluster("testbed"), get_policy("frenzy"), jobs, SimConfig(seed=0))
+    assert frenzy.rejections() == {} and frenzy.run().summary()["finished"] == 1
