@@ -37,7 +37,11 @@ ROUND_DECIMALS = 9  # X is rounded so that solver noise below 1e-9 cannot reorde
 
 
 def _highs():
-    import highspy  # imported only when an LP is built: keeps `import frenzy` light
+    try:
+        import highspy  # imported only when an LP is built: keeps `import frenzy` light
+    except ImportError:
+        raise ImportError("Gavel's LP needs the highspy package, a dependency of frenzy: "
+                          "`pip install -e .` (or `pip install highspy`) installs it") from None
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
