@@ -12,7 +12,7 @@ def test_simulate_writes_json_and_plots(trace_csv, tmp_path):
     out, plots = tmp_path / "m.json", tmp_path / "plots"
     result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                       "--policy", "frenzy,opportunistic,fifo", "--max-jobs", "12",
-                                      "--json", str(out), "--plots", str(plots)])
+                                      "--json-out", str(out), "--plots", str(plots)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert [p["policy"] for p in data["policies"]] == ["frenzy", "opportunistic", "fifo"]
@@ -37,7 +37,7 @@ def test_simulate_bad_settings_are_user_errors_before_any_run(trace_csv):
                        (["--seed", "-1"], "seed must be >= 0"),
                        (["--max-jobs", "0"], "max jobs must be >= 1"),
                        (["--trace-format", "philly"], "not in the philly format"),
-                       (["--json", str(trace_csv.parent)], "is a directory; give a file path"),
+                       (["--json-out", str(trace_csv.parent)], "is a directory; give a file path"),
                        (["--plots", str(trace_csv)], "--plots: cannot create the folder")):
         result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                           "--policy", "frenzy", *args])
@@ -58,7 +58,7 @@ def test_simulate_runs_on_a_gpu_type_and_price_from_a_user_catalog(trace_csv, tm
     out = tmp_path / "m.json"
     try:
         result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", str(cluster),
-                                          "--policy", "frenzy", "--max-jobs", "6", "--json", str(out),
+                                          "--policy", "frenzy", "--max-jobs", "6", "--json-out", str(out),
                                           "--gpu-catalog", str(gpus)])
     finally:
         catalog.use_gpu_catalog(None)

@@ -31,10 +31,10 @@ class Watched(Simulator):
         self.placements.append((d.job_id, d.allocation, d.choice.plan.tp))
         super()._place(job, d, now)
 
-    def _stop(self, job, now, useful_s):
+    def _stop(self, job, now, useful_s, how):
         for name, gpus in job.run.allocation:
             self.held[name] -= gpus
-        return super()._stop(job, now, useful_s)
+        return super()._stop(job, now, useful_s, how)
 
 
 @pytest.fixture(scope="module")

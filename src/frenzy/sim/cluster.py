@@ -4,7 +4,7 @@ YAML format (units in the key names):
     name: sia-64
     description: free text
     nodes:
-      - gpu_type: T4-16G          # any catalog name or alias
+      - gpu_type: T4-16G          # a catalog name (`frenzy gpus`), not an alias: 'a100' names four parts
         gpus_per_node: 4
         count: 6
         host_memory_gib: 192      # optional
@@ -24,13 +24,24 @@ from pathlib import Path
 import yaml
 
 from frenzy.core import catalog
-from frenzy.core.errors import UnknownNameError
+from frenzy.core.errors import InvalidConfigError, UnknownNameError
 from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S, GpuType
 from frenzy.core.units import GiB
 from frenzy.sched.types import NodeState
 
 DEFAULT_INTER_NODE_GBIT_S = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S * 8 / 1e9  # the catalog's NIC unless a group says
 _CLUSTERS = resources.files("frenzy.sim") / "clusters"  # package data, not a package
+
+
+def gpu_name(name: str, where: str) -> str:
+    """The catalog name of a GPU type named in a cluster file or a trace (`where` says which), or an
+    error that says where it is and suggests the closest catalog names."""
+    try:
+        return catalog.catalog_gpu_name(name)
+    except UnknownNameError as exc:
+        raise InvalidConfigError(f"{where}: {exc} Clusters and traces name GPU types by their catalog name "
+                                 "(`frenzy gpus` lists them); an alias such as 'a100' could mean several parts"
+                                 ) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,7 +54,7 @@ class NodeGroup:
     stands_for: str = ""
 
     def __post_init__(self):
-        object.__setattr__(self, "gpu_type", catalog.gpu_type(self.gpu_type).name)
+        object.__setattr__(self, "gpu_type", gpu_name(self.gpu_type, "a cluster's node group"))
         if self.gpus_per_node < 1 or self.count < 1:
             raise ValueError(f"node group {self.gpu_type}: gpus_per_node and count must be >= 1")
         if self.inter_node_bandwidth_bytes_s <= 0:
@@ -112,18 +123,23 @@ class ClusterSpec:
                               sort_keys=False, width=100)
 
 
-def parse_cluster(data: dict, default_name: str = "cluster") -> ClusterSpec:
+def parse_cluster(data: dict, default_name: str = "cluster", source: str = "") -> ClusterSpec:
     if not isinstance(data, dict) or not data.get("nodes"):
         raise ValueError("a cluster YAML needs a 'nodes:' list of {gpu_type, gpus_per_node, count}")
     groups = []
-    for row in data["nodes"]:
+    for i, row in enumerate(data["nodes"], 1):
         unknown = set(row) - {"gpu_type", "gpus_per_node", "count", "host_memory_gib", "inter_node_gbit_s",
                               "stands_for"}
         if unknown:
             raise ValueError(f"unknown node-group keys {sorted(unknown)}; allowed: gpu_type, gpus_per_node, "
                              "count, host_memory_gib, inter_node_gbit_s, stands_for")
+        missing = {"gpu_type", "gpus_per_node", "count"} - set(row)
+        if missing:
+            raise ValueError(f"cluster {source or default_name}, node group {i} lacks {sorted(missing)}; each group "
+                             "needs gpu_type, gpus_per_node and count")
         groups.append(NodeGroup(
-            gpu_type=str(row["gpu_type"]), gpus_per_node=int(row["gpus_per_node"]), count=int(row["count"]),
+            gpu_type=gpu_name(str(row["gpu_type"]), f"cluster {source or default_name}, node group {i}"),
+            gpus_per_node=int(row["gpus_per_node"]), count=int(row["count"]),
             host_memory_bytes=int(float(row.get("host_memory_gib", 0)) * GiB),
             inter_node_bandwidth_bytes_s=float(row.get("inter_node_gbit_s", DEFAULT_INTER_NODE_GBIT_S)) * 1e9 / 8,
             stands_for=str(row.get("stands_for", "")),
@@ -165,7 +181,7 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
         if not path.exists():
             raise FileNotFoundError(f"cluster file {path} not found; pass a built-in name "
                                     f"({', '.join(builtin_cluster_names())}) or an existing YAML path")
-        return parse_cluster(yaml.safe_load(path.read_text()), path.stem)
+        return parse_cluster(yaml.safe_load(path.read_text()), path.stem, str(path))
     names = builtin_cluster_names()
     if name_or_path not in names:
         raise UnknownNameError("cluster", name_or_path, difflib.get_close_matches(name_or_path, names, n=3),

@@ -11,7 +11,9 @@ Rules it applies (docs/SIMULATOR.md):
     exceeds the GPU memory it fails after its start-up time and is resubmitted by its user
     (frenzy.sim.jobs.after_oom);
   - a policy's Preempts take effect before its Places; a Place that over-allocates a node or splits a
-    tensor-parallel group across nodes is a policy bug and stops the run (SimulationError).
+    tensor-parallel group across nodes is a policy bug and stops the run (SimulationError);
+  - a job the policy can never run here (frenzy.sim.admission) is rejected before the run, or given
+    up when an out-of-memory resubmission leaves it nothing to run on, never left queued for ever.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
 from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningJob
-from frenzy.sim import truth
+from frenzy.sim import admission, truth
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.jobs import Run, SimJob, after_oom
 from frenzy.sim.result import SimResult
@@ -108,22 +110,28 @@ class Simulator:
         self.rotates = getattr(policy, "rotates", False)
         self._plan_cache: dict[tuple, tuple] = {}
         self.jobs: list[SimJob] = []
-        self.rejected: list[str] = []
+        self._verdicts: dict[tuple, bool] = {}  # admission.shape_key -> whether the policy can run it
+        self._rejections: dict[int, admission.Obstacle] | None = None
+        self._step_cache: dict[tuple, float] = {}
         rng = np.random.default_rng(config.seed)
         for trace in jobs:
             self._admit(trace, truth.draw_peak_error(rng))
         self.by_id = {j.queued.job_id: j for j in self.jobs}
+        if len(self.by_id) != len(self.jobs):
+            raise ValueError("the trace has repeated job ids; every job needs its own")
         self.queue: dict[int, SimJob] = {}
         self.running: dict[int, RunningJob] = {}
         self.heap: list = []
         self.busy_gpus = 0
+        self.busy_by_type = dict.fromkeys(self.capacity, 0)
         self._state: ClusterState | None = None
-        self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus)
+        self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus,
+                                capacity=self.capacity)
 
     def true_fits(self, job: QueuedJob, choice: PlanChoice) -> bool:
         """Whether the job's true peak under `choice` fits the GPU: what a profiling run that never
         misses would report (a memory oracle for baselines; Frenzy plans from MARP alone)."""
-        return self._truly_fits(self.by_id[job.job_id], choice)
+        return self._truly_fits(self.by_id[admission.probed_id(job.job_id)], choice)
 
     def _truly_fits(self, job: SimJob, choice: PlanChoice) -> bool:
         peak = truth.true_peak_bytes(peak_bytes(choice.memory), job.error)
@@ -155,19 +163,37 @@ class Simulator:
         spec = JobSpec(model=_model(trace.model), seq_len=trace.seq_len, global_batch=trace.global_batch,
                        steps=trace.steps, training=TrainingConfig(precision=Precision(trace.precision),
                                                                   method=Method(trace.method)))
-        biggest = max(self.capacity.values())
-        gpus = min(trace.requested_gpus or 1, 1 << (biggest.bit_length() - 1))
-        gpus = 1 << (gpus.bit_length() - 1)
-        wanted = trace.requested_gpu_type if trace.requested_gpu_type in self.types else None
+        # The request is kept as the trace says: one larger than this cluster, or for a type it lacks,
+        # is rejected by the policies that keep requests (frenzy.sim.admission), not shrunk or dropped.
+        gpus = trace.requested_gpus or 1
         plans = self._plans(spec)
+        queued = QueuedJob(job_id=trace.job_id, spec=spec, plans=plans, submit_time_s=trace.submit_time_s,
+                           requested_gpus=trace.requested_gpus, requested_gpu_type=trace.requested_gpu_type)
+        job = SimJob(len(self.jobs), trace, spec, queued, error)
         if not plans and not any(
                 (c := config_choice(spec, t, n, g.gpus_per_node)) is not None and c.fits_predicted
                 for t, g in self.types.items() for n in (gpus, 2 * gpus) if n <= self.capacity[t]):
-            self.rejected.append(trace.job_id)  # nothing in this cluster can run it, under any policy
-            return
-        queued = QueuedJob(job_id=trace.job_id, spec=spec, plans=plans, submit_time_s=trace.submit_time_s,
-                           requested_gpus=gpus, requested_gpu_type=wanted)
-        self.jobs.append(SimJob(len(self.jobs), trace, spec, queued, error))
+            job.reason = admission.no_fit()  # nothing in this cluster can run it, under any policy
+        self.jobs.append(job)
+
+    def rejections(self) -> dict[int, admission.Obstacle]:
+        """Job index -> why this policy can never run it here; found once, before the run starts (after
+        construction, so that a judge set on the policy, such as Sia's `fits`, takes part)."""
+        if self._rejections is None:
+            self._rejections = {}
+            for job in self.jobs:
+                if job.reason is None and not self._runnable(job.queued):
+                    job.reason = admission.obstacle(job.queued, self.types, self.capacity) \
+                        or admission.unplaced(self.policy.name)
+                if job.reason is not None:
+                    self._rejections[job.index] = job.reason
+        return self._rejections
+
+    def _runnable(self, queued: QueuedJob) -> bool:
+        key = admission.shape_key(queued)
+        if key not in self._verdicts:
+            self._verdicts[key] = admission.places_on_idle(self.policy, self.nodes, queued)
+        return self._verdicts[key]
 
     # ---- the event loop --------------------------------------------------------------------
 
@@ -176,8 +202,10 @@ class Simulator:
 
     def run(self) -> SimResult:
         wall = time.perf_counter()
+        rejected = self.rejections()
         for job in self.jobs:
-            self._push(job.submit_s, ARRIVAL, job.index)
+            if job.index not in rejected:
+                self._push(job.submit_s, ARRIVAL, job.index)
         round_pending, changed_since_round, done, stalled = False, False, 0, False
         while self.heap:
             now = self.heap[0][0]
@@ -213,10 +241,10 @@ class Simulator:
                 if not round_pending and wants_round and (self.queue or self.running):
                     self._push((now // self.round_s + 1) * self.round_s, ROUND, 0)
                     round_pending = True
-            self.result.sample(now, len(self.queue), self.busy_gpus)
+            self.result.sample(now, len(self.queue), self.busy_gpus, self.busy_by_type)
             if self.on_progress is not None and changed:
                 self.on_progress(done, len(self.jobs), now)
-        self.result.finish(self.jobs, self.rejected, time.perf_counter() - wall)
+        self.result.finish(self.jobs, time.perf_counter() - wall)
         return self.result
 
     # ---- decisions -------------------------------------------------------------------------
@@ -256,6 +284,7 @@ class Simulator:
         self.nodes[i] = n.with_free(free)
         self._state = None
         self.busy_gpus -= delta
+        self.busy_by_type[n.gpu_type] -= delta
 
     def _place(self, job: SimJob, d: Place, now: float) -> None:
         if job.index not in self.queue:
@@ -271,11 +300,13 @@ class Simulator:
         gpu = self.types[gpu_name]
         oom = not self._truly_fits(job, d.choice)
         startup = self.config.startup_s + (self.config.restore_s if job.started_before else 0.0)
-        step_s = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation)).total_s
+        key = (job.index, gpu_name, d.choice.plan, len(d.allocation))  # a job's shape never changes
+        step_s = self._step_cache.get(key)
+        if step_s is None:
+            step_s = self._step_cache[key] = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation)).total_s
         finish = now + startup + job.remaining_steps * step_s
         end = now + startup if oom else finish
         job.run = Run(d.choice, d.allocation, now, now + startup, step_s, end, oom, gpu)
-        job.last_plan = f"{d.choice.num_gpus}x {gpu_name} {d.choice.plan.describe()}"
         job.first_start_s = now if job.first_start_s is None else job.first_start_s
         job.started_before = True
         del self.queue[job.index]
@@ -283,9 +314,9 @@ class Simulator:
                                              start_time_s=now, expected_end_s=finish, job=job.queued)
         self._push(end, END, job.index, job.epoch)
 
-    def _stop(self, job: SimJob, now: float, useful_s: float) -> Run:
+    def _stop(self, job: SimJob, now: float, useful_s: float, how: str) -> Run:
         run = job.run
-        job.account(run, now, useful_s)
+        job.account(run, now, useful_s, how)
         for name, gpus in run.allocation:
             self._set_free(name, gpus)
         job.run = None
@@ -298,7 +329,7 @@ class Simulator:
             raise SimulationError(f"policy {self.policy.name} preempted job {job.queued.job_id}, which is not running")
         run = job.run
         steps = 0.0 if run.oom else min(job.remaining_steps, max(0.0, now - run.compute_start_s) / run.step_s)
-        self._stop(job, now, steps * run.step_s)
+        self._stop(job, now, steps * run.step_s, "preempted")
         job.remaining_steps -= steps
         job.preemptions += 1
         # It resumes from its checkpoint: the scheduler sees only the steps still to run.
@@ -309,16 +340,22 @@ class Simulator:
     def _end(self, job: SimJob, now: float) -> int:
         run = job.run
         if not run.oom:
-            self._stop(job, now, job.remaining_steps * run.step_s)
+            self._stop(job, now, job.remaining_steps * run.step_s, "finished")
             job.remaining_steps = 0.0
             job.finish_s = now
             return 1
-        self._stop(job, now, 0.0)
+        self._stop(job, now, 0.0, "out of memory")
         job.ooms += 1
         if job.ooms > MAX_OOMS_PER_JOB:
-            job.abandoned = True
+            job.abandon(now, admission.Obstacle(kind="oom", text=f"its user gave up after {job.ooms} "
+                                                                  "out-of-memory failures"))
             return 1
         job.queued = after_oom(job.queued, run.gpu, run.num_gpus, self.types, self.capacity)
+        if not self._runnable(job.queued):
+            why = admission.obstacle(job.queued, self.types, self.capacity) or admission.unplaced(self.policy.name)
+            job.abandon(now, replace(why, text=f"after {job.ooms} out-of-memory failures its resubmission "
+                                                f"cannot run: {why.text}"))
+            return 1
         self.queue[job.index] = job
         self.queue = dict(sorted(self.queue.items(), key=lambda kv: (kv[1].submit_s, kv[0])))
         return 0

@@ -26,12 +26,27 @@ class Run:
         return self.choice.num_gpus
 
 
+class Attempt:
+    """One finished attempt: when it held GPUs, on what, and how it ended (finished, preempted,
+    out of memory)."""
+
+    __slots__ = ("start_s", "end_s", "gpu_type", "gpus", "plan", "ended")
+
+    def __init__(self, start_s: float, end_s: float, gpu_type: str, gpus: int, plan, ended: str):
+        self.start_s, self.end_s, self.gpu_type, self.gpus, self.plan, self.ended = \
+            start_s, end_s, gpu_type, gpus, plan, ended
+
+    def record(self) -> dict:
+        return {"start_s": self.start_s, "end_s": self.end_s, "gpu_type": self.gpu_type, "gpus": self.gpus,
+                "plan": self.plan.describe(), "ended": self.ended}
+
+
 class SimJob:
     """Mutable state of one job over the simulation (internal to the engine)."""
 
     __slots__ = ("index", "trace", "spec", "queued", "error", "remaining_steps", "first_start_s", "finish_s",
                  "ooms", "preemptions", "gpu_s_allocated", "gpu_s_useful", "cost_usd", "run", "epoch",
-                 "abandoned", "started_before", "held_s", "last_plan")
+                 "abandoned", "started_before", "held_s", "attempts", "reason", "given_up_s")
 
     def __init__(self, index: int, trace: TraceJob, spec: JobSpec, queued: QueuedJob, error: float):
         self.index, self.trace, self.spec, self.queued, self.error = index, trace, spec, queued, error
@@ -45,19 +60,25 @@ class SimJob:
         self.abandoned = False
         self.started_before = False
         self.held_s = 0.0  # wall time holding GPUs, over all attempts
-        self.last_plan = ""  # "<gpus>x <type> <plan>" of the latest attempt
+        self.attempts: list[Attempt] = []
+        self.reason = None  # frenzy.sim.admission.Obstacle: why it was rejected or given up
+        self.given_up_s: float | None = None
 
     @property
     def submit_s(self) -> float:
         return self.trace.submit_time_s
 
-    def account(self, run: Run, until_s: float, useful_s: float) -> None:
+    def account(self, run: Run, until_s: float, useful_s: float, ended: str) -> None:
         held = max(0.0, until_s - run.start_s)
         self.held_s += held
         gpu_s = run.num_gpus * held
         self.gpu_s_allocated += gpu_s
         self.gpu_s_useful += run.num_gpus * useful_s
         self.cost_usd += gpu_s / 3600 * run.gpu.price_per_gpu_hour_usd
+        self.attempts.append(Attempt(run.start_s, until_s, run.gpu.name, run.num_gpus, run.choice.plan, ended))
+
+    def abandon(self, now: float, reason) -> None:
+        self.abandoned, self.given_up_s, self.reason = True, now, reason
 
 
 def after_oom(job: QueuedJob, failed: GpuType, gpus: int, types: dict[str, GpuType],

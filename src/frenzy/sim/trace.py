@@ -2,6 +2,8 @@
 
 Canonical format (one row per job; the last four columns may be empty):
     job_id,submit_time_s,model,global_batch,seq_len,steps,precision,method,requested_gpus,requested_gpu_type,user
+`requested_gpu_type` is a catalog GPU name (aliases such as 'a100' are refused: they name several
+parts) or `any` (an empty cell means the same; written out as `any`).
 ElasticFlow (both its raw `job_id,submission_time,duration,num_gpu` and its `ef` format with a DL
 model assigned) and Philly (`timestamp,duration,num_gpus,gpu_time,cluster`) rows carry no LLM job;
 frenzy.sim.workload turns each into one by a documented, seeded mapping.
@@ -15,10 +17,12 @@ from datetime import datetime
 from pathlib import Path
 
 from frenzy.core.training import Method, Precision
+from frenzy.sim.cluster import gpu_name
 
 CANONICAL_COLUMNS = ("job_id", "submit_time_s", "model", "global_batch", "seq_len", "steps", "precision",
                      "method", "requested_gpus", "requested_gpu_type", "user")
 FORMATS = ("auto", "frenzy", "elasticflow", "philly")
+ANY_GPU_TYPE = "any"  # requested_gpu_type of a job that takes whatever type it is given
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,10 +38,13 @@ class TraceJob:
     precision: str = "fp16-mixed"
     method: str = "full"
     requested_gpus: int | None = None
-    requested_gpu_type: str | None = None
+    requested_gpu_type: str | None = None  # a catalog GPU name; None: any type
     user: str | None = None
 
     def __post_init__(self):
+        if self.requested_gpu_type is not None:
+            object.__setattr__(self, "requested_gpu_type",
+                               gpu_name(self.requested_gpu_type, f"job {self.job_id}'s requested_gpu_type"))
         if self.submit_time_s < 0:
             raise ValueError(f"job {self.job_id}: submit_time_s must be >= 0")
         for name in ("global_batch", "seq_len", "steps"):
@@ -76,8 +83,12 @@ def read_frenzy_csv(path: Path) -> list[TraceJob]:
                          global_batch=int(r["global_batch"]), seq_len=int(r["seq_len"]), steps=int(r["steps"]),
                          precision=r["precision"] or "fp16-mixed", method=r["method"] or "full",
                          requested_gpus=_opt_int(r.get("requested_gpus", "")),
-                         requested_gpu_type=r.get("requested_gpu_type") or None, user=r.get("user") or None)
+                         requested_gpu_type=_gpu_type_cell(r.get("requested_gpu_type")), user=r.get("user") or None)
                 for r in reader]
+
+
+def _gpu_type_cell(text: str | None) -> str | None:
+    return None if text is None or text.strip().lower() in ("", ANY_GPU_TYPE) else text
 
 
 def write_frenzy_csv(jobs: list[TraceJob], path: Path) -> None:
@@ -86,7 +97,7 @@ def write_frenzy_csv(jobs: list[TraceJob], path: Path) -> None:
         writer.writerow(CANONICAL_COLUMNS)
         for j in jobs:
             writer.writerow([j.job_id, f"{j.submit_time_s:g}", j.model, j.global_batch, j.seq_len, j.steps,
-                             j.precision, j.method, j.requested_gpus or "", j.requested_gpu_type or "", j.user or ""])
+                             j.precision, j.method, j.requested_gpus or "", j.requested_gpu_type or ANY_GPU_TYPE, j.user or ""])
 
 
 def read_elasticflow(path: Path) -> list[RawJob]:

@@ -150,11 +150,45 @@ def scale_arrivals(jobs: list[TraceJob], factor: float) -> list[TraceJob]:
     return [replace(j, submit_time_s=j.submit_time_s * factor) for j in jobs]
 
 
-def offered_load(jobs: list[TraceJob], total_gpus: int, duration_s: dict[str, float]) -> float:
-    """Requested GPU-seconds (at each job's reference duration) over cluster GPU-seconds in the
-    arrival window: ~1 means the trace alone would keep the cluster busy."""
+def reference_duration_s(job: TraceJob) -> float:
+    """How long the job runs as its user asked (its plan on `requested_gpus`, 1 if none, frenzy.sched.configs)
+    on REFERENCE_GPU: for a job mapped from a public trace, the trace's recorded duration (step 4 of
+    the mapping). bf16 counts as fp16-mixed there (the same tensor-core rate; the reference has no
+    bf16), and a job too big for the reference's memory counts at its plan's step time all the same."""
+    gpus = job.requested_gpus or 1
+    precision = Precision.FP16_MIXED if Precision(job.precision).needs_bf16 else Precision(job.precision)
+    return job.steps * _reference_step_s(job.model, job.method, precision, job.seq_len, job.global_batch, gpus)
+
+
+@lru_cache(maxsize=4096)
+def _reference_step_s(model: str, method: str, precision: Precision, seq: int, batch: int, gpus: int) -> float:
+    spec = JobSpec(model=load_model(model), training=TrainingConfig(precision=precision, method=Method(method)),
+                   seq_len=seq, global_batch=batch)
+    reference = catalog.gpu_type(REFERENCE_GPU)
+    config = config_choice(spec, REFERENCE_GPU, gpus, reference.gpus_per_node)
+    if config is None:  # the global batch has no data-parallel split on that many GPUs: 1 GPU, shared out
+        return config_choice(spec, REFERENCE_GPU, 1, reference.gpus_per_node).step_time_s / gpus
+    return config.step_time_s
+
+
+def offered_load(jobs: list[TraceJob], total_gpus: int) -> float:
+    """Requested GPU-hours per hour of the arrival window, over the cluster's GPUs:
+        sum_j requested_gpus_j x reference_duration_s(j) / (total_gpus x (last submit - first submit)).
+    1.0: the trace alone, run as requested on the reference GPU, would keep every GPU busy while jobs
+    arrive. Faster GPUs serve the same load in less time; it is a property of the trace and the GPU count."""
     if len(jobs) < 2:
-        return 0.0
+        raise ValueError("offered load needs at least two jobs (it is work over the arrival window)")
     span = max(j.submit_time_s for j in jobs) - min(j.submit_time_s for j in jobs)
-    work = sum((j.requested_gpus or 1) * duration_s[j.job_id] for j in jobs)
-    return work / (total_gpus * max(span, 1.0))
+    if span <= 0:
+        raise ValueError("every job arrives at the same instant: the offered load is unbounded; "
+                         "use --arrival-scale, not --load")
+    work = sum((j.requested_gpus or 1) * reference_duration_s(j) for j in jobs)
+    return work / (total_gpus * span)
+
+
+def arrival_scale_for_load(jobs: list[TraceJob], total_gpus: int, load: float) -> float:
+    """The factor on submit times (scale_arrivals) that makes the offered load `load`: the load is
+    inversely proportional to the arrival window, which the factor stretches."""
+    if not load > 0:
+        raise ValueError(f"--load must be > 0 (requested GPU-hours per cluster GPU-hour), got {load}")
+    return offered_load(jobs, total_gpus) / load

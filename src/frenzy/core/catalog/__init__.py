@@ -76,6 +76,13 @@ def gpu_type(name: str) -> GpuType:
     return gpu_types()[canonical_name("GPU type", name, _gpu_aliases(), "frenzy gpus")]
 
 
+def catalog_gpu_name(name: str) -> str:
+    """The catalog name `name` spells (case, '_' and spaces aside), aliases not accepted: where a name
+    says which part a cluster holds or a job asks for, 'a100' (four parts) must not pick one silently.
+    UnknownNameError suggests the closest catalog names."""
+    return canonical_name("GPU type", name, {_key(n): n for n in gpu_types()}, "frenzy gpus")
+
+
 # ---- model configs -----------------------------------------------------------------------
 
 

@@ -8,7 +8,9 @@ received on t + 1), so that received time tracks X; a job kept on the same type 
 lease renewal), one moved or paused is preempted. Gavel does not reason about memory: its matrix
 holds every type, so jobs land on GPUs they do not fit, run out of memory and are resubmitted
 avoiding that type (the simulator's OOM rule).
-The rounds-received counters are the one piece of state the mechanism needs across calls.
+The rounds-received counters are the one piece of state the mechanism needs across calls; the LP
+(frenzy.sched.maxmin) is kept between rounds and solved again, warm-started, only when the set of
+jobs (or a job's GPU count or excluded types) changes.
 """
 
 from __future__ import annotations
@@ -18,48 +20,13 @@ from typing import Sequence
 import numpy as np
 
 from frenzy.sched.configs import config_choice
+from frenzy.sched.maxmin import MaxMinLp, max_min_fractions  # noqa: F401 (max_min_fractions: a cold solve)
 from frenzy.sched.pool import FreePool
 from frenzy.sched.registry import register
 from frenzy.sched.requests import requested_gpus, type_order
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 ROUND_S = 360.0
-
-
-def max_min_fractions(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """X maximising min_j sum_t X[j,t] thr[j,t] / max_t thr[j,t], s.t. sum_t X[j,t] <= 1 and
-    sum_j gpus[j] X[j,t] <= capacity[t]; X[j,t] = 0 where thr[j,t] = 0. (Gavel, section 4.1.)"""
-    from scipy.optimize import linprog  # imported only when a round is solved: keeps `import frenzy` light
-
-    jobs, types = throughput.shape
-    best = throughput.max(axis=1, keepdims=True)
-    norm = np.divide(throughput, best, out=np.zeros_like(throughput), where=best > 0)
-    n = jobs * types + 1  # the last variable is the minimum z
-    cost = np.zeros(n)
-    cost[-1] = -1.0
-    rows, rhs = [], []
-    for j in range(jobs):
-        if best[j, 0] <= 0:
-            continue
-        row = np.zeros(n)
-        row[j * types:(j + 1) * types] = -norm[j]
-        row[-1] = 1.0  # z - sum_t X norm <= 0
-        rows.append(row)
-        rhs.append(0.0)
-        row = np.zeros(n)
-        row[j * types:(j + 1) * types] = 1.0
-        rows.append(row)
-        rhs.append(1.0)
-    for t in range(types):
-        row = np.zeros(n)
-        row[t:jobs * types:types] = gpus
-        rows.append(row)
-        rhs.append(capacity[t])
-    bounds = [(0.0, 1.0 if throughput[j, t] > 0 else 0.0) for j in range(jobs) for t in range(types)] + [(0, None)]
-    result = linprog(cost, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
-    if result.x is None:
-        return np.zeros_like(throughput)
-    return result.x[:-1].reshape(jobs, types)
 
 
 @register("gavel")
@@ -70,25 +37,40 @@ class GavelScheduler:
 
     def __init__(self):
         self._received: dict[str, dict[str, int]] = {}
-        self._cache: tuple | None = None
+        self._lp: MaxMinLp | None = None
+        self._lp_types: tuple = ()
+        self._last: tuple = (None, None)  # (job keys, X) of the last solve
 
-    def _fractions(self, jobs, types, pool: FreePool) -> np.ndarray:
-        key = (tuple((j.job_id, j.excluded_gpu_types) for j in jobs), tuple(types))
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
-        thr = np.zeros((len(jobs), len(types)))
-        gpus = np.array([float(requested_gpus(j)) for j in jobs])
-        for a, job in enumerate(jobs):
-            for b, gpu_type in enumerate(types):
-                n = requested_gpus(job)
-                if gpu_type in job.excluded_gpu_types or n > pool.capacity[gpu_type]:
-                    continue
-                config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
-                if config is not None:
-                    thr[a, b] = 1.0 / config.step_time_s
-        x = max_min_fractions(thr, gpus, np.array([float(pool.capacity[t]) for t in types]))
-        self._cache = (key, x)
-        return x
+    def _fractions(self, jobs, types, pool: FreePool) -> list[list[float]]:
+        """X[job][type] (lists: read element by element every round, which numpy makes slow)."""
+        # The LP sees the jobs in arrival order whatever the split between running and queued, so
+        # it is solved again only when the set changes; a job's row depends on its shape, GPU count
+        # and excluded types, so a change there is a new key.
+        order = sorted(range(len(jobs)), key=lambda a: (jobs[a].submit_time_s, jobs[a].job_id))
+        keys = [(jobs[a].job_id, requested_gpus(jobs[a]), jobs[a].excluded_gpu_types) for a in order]
+        if keys != self._last[0]:
+            if self._lp is None or self._lp_types != tuple(types):
+                self._lp = MaxMinLp([float(pool.capacity[t]) for t in types])
+                self._lp_types = tuple(types)
+            known = set(self._lp.keys)
+            thr = np.array([np.zeros(len(types)) if key in known else self._throughputs(jobs[a], types, pool)
+                            for a, key in zip(order, keys)])  # rows of jobs already in the LP are not read
+            x = self._lp.solve(keys, thr.reshape(len(keys), len(types)), np.array([float(k[1]) for k in keys]))
+            self._last = (keys, {key[0]: row for key, row in zip(keys, x.tolist())})
+        return [self._last[1][job.job_id] for job in jobs]
+
+    @staticmethod
+    def _throughputs(job, types, pool: FreePool) -> np.ndarray:
+        """Steps per second of the user's plan at the requested count on each type (0: cannot run)."""
+        n = requested_gpus(job)
+        out = np.zeros(len(types))
+        for b, gpu_type in enumerate(types):
+            if gpu_type in job.excluded_gpu_types or n > pool.capacity[gpu_type]:
+                continue
+            config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
+            if config is not None:
+                out[b] = 1.0 / config.step_time_s
+        return out
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -100,16 +82,18 @@ class GavelScheduler:
         x = self._fractions(jobs, types, pool)
         pairs = []
         for a, job in enumerate(jobs):
-            got = self._received.setdefault(job.job_id, {})
-            for b, gpu_type in enumerate(types):
-                if x[a, b] > 1e-6:
-                    pairs.append((-x[a, b] / (got.get(gpu_type, 0) + 1), a, gpu_type))
+            got = self._received.get(job.job_id, {})
+            for gpu_type, share in zip(types, x[a]):
+                if share > 1e-6:
+                    pairs.append((-share / (got.get(gpu_type, 0) + 1), a, gpu_type))
         pairs.sort()
         # Free everything, then re-grant round by round in priority order (leases renewed in place).
         for r in running.values():
             pool.release(r)
         granted: dict[str, tuple] = {}
         for _, a, gpu_type in pairs:
+            if not any(pool.totals.values()):
+                break  # every GPU is given out: no later pair can be granted
             job = jobs[a]
             if job.job_id in granted:
                 continue
@@ -120,6 +104,8 @@ class GavelScheduler:
                     granted[job.job_id] = ("keep", gpu_type)
                     continue
             n = requested_gpus(job)
+            if not pool.fits_total(gpu_type, n):  # most pairs, once the round's GPUs are given out
+                continue
             config = config_choice(job.spec, gpu_type, n, pool.widest[gpu_type], pool.links[gpu_type])
             allocation = None if config is None else pool.find(gpu_type, n, config.choice.plan.tp)
             if allocation is not None:
