@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -13,10 +12,8 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperCommand
-from typer.exceptions import TyperException  # base of the parser's usage errors (Typer's own Click)
-
-from frenzy.cli.options import USER_ERRORS, GpuCatalog, fail, use_gpu_catalog
+from frenzy.cli.output import WideConsole, fail
+from frenzy.cli.options import USER_ERRORS, GpuCatalog, use_gpu_catalog
 
 COLUMNS = ("policy", "finished", "given\nup", "never\nrun", "avg JCT\nh", "p99 JCT\nh", "avg wait\nh",
            "GPUs\nheld", "OOM\nfails", "pre-\nempted", "GPU-h", "cost $", "ms/job\np95", "frenzy JCT\nvs it")
@@ -55,44 +52,6 @@ def comparison_table(rows: list[dict], title: str) -> Table:
     return table
 
 
-class _JsonUsageErrors(TyperCommand):
-    """With --json, a mistake Click finds in the options (a missing one, a non-number) is one JSON
-    object on stdout too, not usage text; values are converted when parsed or when invoked."""
-
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
-        ctx.meta["json_errors"] = "--json" in args
-        with self._as_json(ctx):
-            return super().parse_args(ctx, args)
-
-    def invoke(self, ctx):
-        with self._as_json(ctx):
-            return super().invoke(ctx)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _as_json(ctx):
-        try:
-            yield
-        except TyperException as exc:
-            if not ctx.meta.get("json_errors") or not hasattr(exc, "format_message"):
-                raise
-            _print_json({"error": exc.format_message(), "hint": "`frenzy simulate --help` lists the options"})
-            raise typer.Exit(code=2) from None
-
-
-def _print_json(data: dict) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _error(as_json: bool, message: str, hint: str) -> typer.Exit:
-    """A user error: a JSON {error, hint} on stdout with --json, else the usual red line; exit 2."""
-    if as_json:
-        _print_json({"error": message, "hint": hint})
-        return typer.Exit(code=2)
-    return fail(message)
-
-
 def simulate(
     trace: Annotated[Path, typer.Option(help="trace CSV (canonical, ElasticFlow or Philly)")],
     cluster: Annotated[str, typer.Option(help="built-in cluster name or a cluster YAML path")],
@@ -118,20 +77,10 @@ def simulate(
     gpu_catalog: GpuCatalog = None,
 ) -> None:
     """Replay a job trace on a simulated cluster and compare scheduling policies."""
-    console = Console(stderr=as_json, width=None if Console().is_terminal else 160)
-    if as_json:  # the same as use_gpu_catalog, with the error as JSON
-        from frenzy.core import catalog
-
-        try:
-            if gpu_catalog is not None:
-                catalog.use_gpu_catalog(gpu_catalog)
-            catalog.gpu_types()
-        except USER_ERRORS as exc:
-            raise _error(True, str(exc), "fix the GPU catalog file (docs/GPUS.md) or leave --gpu-catalog out") from None
-    else:
-        use_gpu_catalog(gpu_catalog)  # the simulated cluster and every policy look GPU types up in this process
+    console = WideConsole(stderr=as_json)  # with --json, stdout holds the document alone
+    use_gpu_catalog(gpu_catalog)  # the simulated cluster and every policy look GPU types up in this process
     spec, jobs, names, config, load_line = _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs,
-                                                   arrival_scale, load, seed, objective, as_json, json_out, plots)
+                                                   arrival_scale, load, seed, objective, json_out, plots)
     header = {"trace": str(trace), "cluster": spec.name, "total_gpus": spec.total_gpus, "jobs": len(jobs),
               "seed": seed, **load_line}
     console.print(f"{len(jobs)} jobs on {spec.name} ({spec.total_gpus} GPUs: "
@@ -143,7 +92,7 @@ def simulate(
     try:
         wrap, audits = _quotas(teams, jobs, spec)
     except (*USER_ERRORS, FileNotFoundError) as exc:
-        raise _error(as_json, str(exc), "fix the teams file (docs/QUOTAS.md) or pass --teams users") from None
+        raise fail(str(exc), "fix the teams file (docs/QUOTAS.md) or pass --teams users") from None
     results, report = _run(spec, jobs, names, config, console, wrap)
     from frenzy.sim.runner import comparison_rows
 
@@ -160,7 +109,7 @@ def simulate(
 
 
 def _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs, arrival_scale, load, seed, objective,
-            as_json, json_out, plots):
+            json_out, plots):
     """Every setting checked before the first simulation starts; a mistake is a user error."""
     from frenzy.sched.registry import get_policy
     from frenzy.sim.cluster import load_cluster
@@ -193,7 +142,7 @@ def _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs, arrival_s
         offered = offered_load(jobs, spec.total_gpus) if len(jobs) > 1 and \
             jobs[-1].submit_time_s > jobs[0].submit_time_s else None  # one instant: no arrival window
     except (*USER_ERRORS, FileNotFoundError) as exc:
-        raise _error(as_json, str(exc), hint) from None
+        raise fail(str(exc), hint) from None
     return spec, jobs, names, config, {"offered_load": offered, "arrival_scale": scale}
 
 
@@ -275,4 +224,4 @@ def _write_outputs(results, document: dict, header: dict, as_json: bool, json_ou
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate", cls=_JsonUsageErrors)(simulate)
+    app.command("simulate")(simulate)

@@ -19,10 +19,14 @@ team_app = typer.Typer(help="Teams and their GPU quotas (an admin's token; see d
                             "quotas\").", no_args_is_help=True)
 
 
-def _call(url, method: str, path: str, **kwargs):
+def _client(url):
     from frenzy.cli.client import Client
 
-    return _checked(Client(url)._call, method, path, **kwargs)
+    return Client(url)
+
+
+def _call(url, method: str, path: str, **kwargs):
+    return _checked(_client(url)._call, method, path, **kwargs)
 
 
 def parse_quotas(items: list[str]) -> dict[str, int]:

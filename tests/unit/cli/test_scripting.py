@@ -105,7 +105,7 @@ def test_choices_are_shown_and_completed():
                          "COMP_CWORD": "4"})
     assert completed.stdout.split() == ["fp32", "fp16-mixed", "bf16-mixed", "bf16"]
     script = run("--show-completion", "bash")
-    assert script.exit_code == 0 and "_FRENZY_COMPLETE=complete_bash" in script.stdout
+    assert script.exit_code == 0 and "_FRENZY_COMPLETE=complete_bash" in script.stdout, script.output
 
 
 # ---- piped output ---------------------------------------------------------------------------------
