@@ -284,7 +284,7 @@ class ControlLoop:
             max_grad_norm=req.max_grad_norm, eval_every=req.eval_every, merge_lora=req.merge_lora,
             export_every_checkpoint=req.export_every_checkpoint,
             request=req.to_json(), plan=_choice_json(choice, spec.model.family),
-            dp=plan.dp, tp=plan.tp, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
+            dp=plan.dp, tp=plan.tp, sequence_parallel=plan.sequence_parallel, zero=int(plan.zero), micro_batch=plan.micro_batch, grad_accum=plan.grad_accum,
             recompute=plan.recompute.name.lower(), mixed_precision=plan.mixed_precision.value,
             storage_path=str((self.settings.storage_root / job.id).expanduser()),
             checkpoint_every=self.settings.checkpoint_every, gpu_type=choice.gpu.name,

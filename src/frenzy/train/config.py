@@ -51,6 +51,7 @@ class WorkerConfig:
     # the plan
     dp: int = 1
     tp: int = 1
+    sequence_parallel: bool = False  # with tp > 1: norms and the stream between blocks sharded on the sequence
     zero: int = 0
     micro_batch: int = 1
     grad_accum: int = 1
@@ -74,6 +75,9 @@ class WorkerConfig:
         if self.dp * self.tp < 1 or self.micro_batch * self.grad_accum * self.dp != self.global_batch:
             raise ValueError(f"plan dp{self.dp} x mb{self.micro_batch} x ga{self.grad_accum} does not give "
                              f"global batch {self.global_batch}")
+        if self.sequence_parallel and (self.tp < 2 or self.seq_len % self.tp):
+            raise ValueError(f"sequence parallelism needs tp > 1 dividing seq_len, not tp {self.tp} "
+                             f"with seq_len {self.seq_len}")
 
     @property
     def world_size(self) -> int:

@@ -85,7 +85,7 @@ def _train_and_export(rank: int, root: str) -> dict:
         mesh = device_mesh(cfg, "cpu")
         model = build_model(cfg)
         if cfg.tp > 1:
-            apply_tensor_parallel(model, mesh["tp"])
+            apply_tensor_parallel(model, mesh["tp"], cfg)
         model = wrap_data_parallel(model, cfg, mesh, torch.device("cpu"))
         _train(model, cfg, seed=mesh["dp"].get_local_rank())  # tensor-parallel peers see the same batch
         logits = _logits(model)  # collective under FSDP2 / TP: every rank runs it
