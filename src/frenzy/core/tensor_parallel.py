@@ -81,21 +81,28 @@ def worker_tp_families() -> frozenset[str]:
     return frozenset(family for family, rule in TP_RULES.items() if rule.worker_reason is None)
 
 
-def tp_unsupported_reason(family: str, hf_config: dict, tp: int) -> str | None:
-    """None when the worker can split a `family` model with this config over `tp` ranks; else why not.
-    Heads and KV heads must divide by tp (the worker splits whole heads and does not replicate KV
-    heads), and an MoE's experts too (split by expert)."""
+def tp_unsupported_reason(family: str, tp: int, *, heads: int, kv_heads: int, experts: int = 0,
+                          qk_norm_full_width: bool = False) -> str | None:
+    """None when the worker can split a `family` model over `tp` ranks; else why not. Heads and KV
+    heads must divide by tp (the worker splits whole heads and does not replicate KV heads), and an
+    MoE's experts too (split by expert); a q/k norm over the whole projection width (Cohere's
+    use_qk_norm, OLMo 2) would need its weight split per head."""
     rule = TP_RULES.get(family)
     if rule is None:
         return f"the worker cannot tensor-parallelise {family} (no split rule for it)"
     if rule.worker_reason:
         return f"the worker cannot tensor-parallelise {family}: {rule.worker_reason}"
-    if family == "cohere" and hf_config.get("use_qk_norm"):
-        return "the worker cannot tensor-parallelise cohere with use_qk_norm (its per-head norm weights are not split)"
-    heads = hf_config.get("num_attention_heads") or 0
-    kv_heads = hf_config.get("num_key_value_heads") or heads
-    experts = hf_config.get("num_local_experts") or hf_config.get("num_experts") or 0
+    if qk_norm_full_width:
+        return f"the worker cannot tensor-parallelise {family} with a q/k norm over every head (its weights are not split)"
     for name, count in (("attention heads", heads), ("key/value heads", kv_heads), ("experts", experts)):
         if count and count % tp:
             return f"{count} {name} do not split over tp={tp}"
     return None
+
+
+def hf_config_tp_unsupported_reason(family: str, hf_config: dict, tp: int) -> str | None:
+    """tp_unsupported_reason for a transformers config (what the worker builds)."""
+    heads = hf_config.get("num_attention_heads") or 0
+    return tp_unsupported_reason(family, tp, heads=heads, kv_heads=hf_config.get("num_key_value_heads") or heads,
+                                 experts=hf_config.get("num_local_experts") or hf_config.get("num_experts") or 0,
+                                 qk_norm_full_width=family == "cohere" and bool(hf_config.get("use_qk_norm")))

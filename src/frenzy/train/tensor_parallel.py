@@ -37,7 +37,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, RowwiseParallel, SequenceParallel,
                                                parallelize_module)
 
-from frenzy.core.tensor_parallel import TP_RULES, TensorParallelRule, tp_unsupported_reason
+from frenzy.core.tensor_parallel import TP_RULES, TensorParallelRule, hf_config_tp_unsupported_reason
 
 SEQUENCE_DIM = 1
 
@@ -45,13 +45,32 @@ SEQUENCE_DIM = 1
 def parallelize(model: nn.Module, mesh: DeviceMesh, family: str, sequence_parallel: bool) -> None:
     """Split `model` (a transformers causal LM, or a peft model around one) in place over `mesh`."""
     hf = model.get_base_model() if hasattr(model, "get_base_model") else model
-    reason = tp_unsupported_reason(family, hf.config.to_dict(), mesh.size())
+    reason = hf_config_tp_unsupported_reason(family, hf.config.to_dict(), mesh.size())
     if reason:
         raise ValueError(reason)
     rule = TP_RULES[family]
+    trains = {name: param.requires_grad for name, param in model.named_parameters()}
     for layer in decoder_layers(hf):
         _parallelize_layer(layer, mesh, rule, sequence_parallel)
     _parallelize_vocabulary(hf, mesh, sequence_parallel)
+    for name, param in model.named_parameters():  # SequenceParallel's replicas would train a frozen norm
+        param.requires_grad_(trains[name])
+    _reduce_partial_gradients(model)
+
+
+def _reduce_partial_gradients(model: nn.Module) -> None:
+    """A replicated weight applied to sequence shards (a norm, LoRA's B under sequence parallelism)
+    gets each rank's partial gradient (Partial placement); it is summed over the group as soon as it
+    is accumulated, so gradient clipping and the optimizer see the weight's whole gradient (torch's
+    norm of a Partial DTensor is not the norm of the sum)."""
+
+    def reduce(param: torch.Tensor) -> None:
+        if isinstance(param.grad, DTensor) and param.grad.placements != param.placements:
+            param.grad = param.grad.redistribute(param.device_mesh, param.placements)
+
+    for param in model.parameters():
+        if param.requires_grad and isinstance(param, DTensor) and all(p.is_replicate() for p in param.placements):
+            param.register_post_accumulate_grad_hook(reduce)
 
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList:

@@ -14,7 +14,7 @@ from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
-from frenzy.memory.trace import build, fsdp, optim, patches, step
+from frenzy.memory.trace import build, fsdp, optim, patches, sequence_parallel, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
@@ -47,9 +47,10 @@ class Recording:
 def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int) -> TraceResult:
     """Run the real HF training step of `model` under `training`/`plan` on fake tensors.
 
-    `plan.tp` shapes the rank's shard; dp, zero, pp and sequence_parallel are not traced (a single
-    rank without communication buffers, sharded states or pipeline stages), except in the
-    fsdp2-param mixed-precision mode, which runs the real FSDP2 at world size dp (trace.fsdp).
+    `plan.tp` shapes the rank's shard and `plan.sequence_parallel` the shapes of its stream
+    (trace.sequence_parallel); dp, zero and pp are not traced (a single rank without communication
+    buffers, sharded states or pipeline stages), except in the fsdp2-param mixed-precision mode,
+    which runs the real FSDP2 at world size dp (trace.fsdp).
     """
     started = time.perf_counter()
     recording = record_steps(model, training, plan, seq_len)
@@ -95,6 +96,8 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         trainable = [p for p in net.parameters() if p.requires_grad]
         optimizer = optim.build_optimizer(trainable, training.optimizer)
         hooks = step.install_hooks(recorder, layers, trainable)
+        if plan.sequence_parallel and not sharded:
+            hooks += sequence_parallel.emulate(net, layers, cfg["model_type"], plan.tp, seq_len)
         with recorder:
             for tensor in (*net.parameters(), *net.buffers()):
                 recorder.register(fsdp.local(tensor), WEIGHTS)
@@ -144,8 +147,10 @@ def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
                "CUDA-stream overlap (all-gather prefetch, reduce-scatter in flight) is not traced")
         if plan.pp > 1 or plan.tp > 1 or plan.sequence_parallel:
             yield "tp/pp/sequence-parallel are not traced beside FSDP2: one rank's shard of the whole model"
-    elif plan.dp > 1 or plan.pp > 1 or plan.zero or plan.sequence_parallel:
-        yield "dp/zero/pp/sequence-parallel are not traced: one rank, unsharded states, whole model"
+    elif plan.dp > 1 or plan.pp > 1 or plan.zero:
+        yield "dp/zero/pp are not traced: one rank, unsharded states, whole model"
+    if plan.sequence_parallel and not plan.fsdp_param_dtype:
+        yield "sequence parallelism: rank 0's sequence shards; the collectives' transient buffers are not traced"
     if plan.recompute is Recompute.SELECTIVE and training.attention is not Attention.EAGER:
         yield "selective recomputation = none for flash/sdpa: the fused kernel never stores scores"
     if training.method is Method.QLORA:
