@@ -54,7 +54,9 @@ def _train(model, cfg: WorkerConfig, seed: int, steps: int = 2) -> None:
 def _logits(model) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
-        return model(input_ids=IDS).logits.float()
+        logits = model(input_ids=IDS).logits
+    # tensor parallelism leaves the logits split on the vocabulary (the loss runs on the shards)
+    return (logits.full_tensor() if hasattr(logits, "full_tensor") else logits).float()
 
 
 def _fresh_base(hf_config: dict, root: Path):
