@@ -101,7 +101,8 @@ def tp_unsupported_reason(family: str, tp: int, *, heads: int, kv_heads: int, ex
     if rule.worker_reason:
         return f"the worker cannot tensor-parallelise {family}: {rule.worker_reason}"
     if qk_norm_full_width:
-        return f"the worker cannot tensor-parallelise {family} with a q/k norm over every head (its weights are not split)"
+        return (f"the worker cannot tensor-parallelise {family} with a q/k norm over every head "
+                "(its weights are not split)")
     for name, count in (("attention heads", heads), ("key/value heads", kv_heads), ("experts", experts)):
         if count and count % tp:
             return f"{count} {name} do not split over tp={tp}"
