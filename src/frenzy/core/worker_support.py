@@ -5,20 +5,26 @@ from __future__ import annotations
 
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
+from frenzy.core.tensor_parallel import tp_unsupported_reason, worker_tp_families
 from frenzy.core.training import Recompute
 
-# Model families whose decoder layers the worker knows how to tensor-parallelise (q/k/v/o, gate/up/down).
-TENSOR_PARALLEL_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+# Model families whose layers the worker tensor-parallelises: those of frenzy.core.tensor_parallel.TP_RULES
+# without a reason to stay out (the tracer splits the same table).
+TENSOR_PARALLEL_FAMILIES = worker_tp_families()
 
 
 def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
     """None when the worker runs `plan` for `spec`; otherwise why it does not (shown to the user)."""
     if plan.pp > 1 and (reason := _pipeline_reason(spec, plan)):
         return reason
-    if plan.sequence_parallel:
-        return "the worker runs no sequence parallelism"
-    if plan.tp > 1 and spec.model.family not in TENSOR_PARALLEL_FAMILIES:
-        return f"the worker cannot tensor-parallelise {spec.model.family}"
+    if plan.tp > 1:
+        model = spec.model
+        reason = tp_unsupported_reason(model.family, plan.tp, heads=model.num_heads, kv_heads=model.num_kv_heads,
+                                       experts=model.num_experts, qk_norm_full_width=model.qk_norm_full_width)
+        if reason:
+            return reason
+    if plan.sequence_parallel and spec.seq_len % plan.tp:
+        return f"sequence parallelism splits the sequence: seq_len {spec.seq_len} does not divide by tp={plan.tp}"
     if plan.recompute is Recompute.ATTENTION:
         return "the worker runs recompute none, selective or full, not attention-core recomputation"
     return None

@@ -133,6 +133,18 @@ def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, fi
     return total
 
 
+def sequence_parallel_saving_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
+                                             last: bool) -> int:
+    """What sequence parallelism takes off `outside_layers_bytes_per_token`: the final norm runs on
+    the rank's sequence shard, so it keeps norm_saved / tp per token instead of norm_saved (the
+    worker's SequenceParallel final norm; the LM head then all-gathers its input, kept whole).
+    A profiled family's outside bytes are measured unsharded: no saving is claimed for it."""
+    if not (plan.sequence_parallel and last and arch.final_norm) or arch.profile_key:
+        return 0
+    saved = norm_saved(arch, training)
+    return saved - saved // plan.tp
+
+
 def eager_masks_checkpointed_bytes_per_token(arch: ModelArch, training: TrainingConfig, seq: int) -> int:
     """gpt-oss (eager attention only) builds a 4-D additive mask per layer kind, (b, 1, s, s) in the
     model's dtype: the sliding-window one and the causal one. Without recomputation no op keeps them

@@ -103,6 +103,7 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     per_layer = act.stored_bytes_per_token_per_layer(arch, training, plan, job.seq_len) * tokens
     outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last, job.seq_len,
                                                 plan.recompute)
+    outside -= act.sequence_parallel_saving_bytes_per_token(arch, training, plan, last)
     if stage == 0:
         outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
         outside += act.embedding_leaf_bytes_per_token(arch, training, plan)

@@ -423,8 +423,11 @@ def layer_inventory(arch: ModelArch, training: TrainingConfig, plan: ParallelPla
     if shared_norm and one_tensor and items["qkv_input"]:
         items["mlp_input"] = 0  # attention and MLP read one normalised tensor, kept once
     if plan.sequence_parallel:
-        # Megatron sequence parallelism shards the norm/dropout region along the sequence.
-        for key in ("norms", "attn_dropout_mask", "mlp_dropout_mask", "qkv_input", "mlp_input"):
+        # Sequence parallelism shards the norm/dropout region along the sequence. The projections
+        # keep the all-gathered input: torch's DTensor saves the gathered tensor for the backward
+        # matmul (Megatron-LM re-gathers it in backward instead), so qkv_input and mlp_input stay
+        # whole (traced: frenzy.memory.trace.sequence_parallel).
+        for key in ("norms", "attn_dropout_mask", "mlp_dropout_mask"):
             if key in items:
                 items[key] //= plan.tp
     return items

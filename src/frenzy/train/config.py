@@ -52,6 +52,7 @@ class WorkerConfig:
     dp: int = 1
     tp: int = 1
     pp: int = 1  # pipeline stages on consecutive ranks (frenzy.train.pipeline)
+    sequence_parallel: bool = False  # with tp > 1: norms and the stream between blocks sharded on the sequence
     zero: int = 0
     micro_batch: int = 1
     grad_accum: int = 1
@@ -78,6 +79,9 @@ class WorkerConfig:
         if self.pp > 1 and self.grad_accum < self.pp:
             raise ValueError(f"a 1F1B pipeline of {self.pp} stages needs at least {self.pp} micro-batches per step, "
                              f"not grad_accum {self.grad_accum}")
+        if self.sequence_parallel and (self.tp < 2 or self.seq_len % self.tp):
+            raise ValueError(f"sequence parallelism needs tp > 1 dividing seq_len, not tp {self.tp} "
+                             f"with seq_len {self.seq_len}")
 
     @property
     def world_size(self) -> int:

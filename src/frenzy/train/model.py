@@ -1,5 +1,5 @@
-"""Build the job's Hugging Face model and apply the plan: recomputation (`train.recompute`), LoRA, tensor parallel
-(Llama-style layers), then DDP or FSDP2 over the data-parallel ranks."""
+"""Build the job's Hugging Face model and apply the plan: recomputation (`train.recompute`), LoRA, tensor (and
+sequence) parallel (`train.tensor_parallel`), then DDP or FSDP2 over the data-parallel ranks."""
 
 from __future__ import annotations
 
@@ -80,16 +80,12 @@ def device_mesh(cfg: WorkerConfig, device: str) -> DeviceMesh:
     return init_device_mesh(device, (cfg.dp, cfg.tp), mesh_dim_names=("dp", "tp"))
 
 
-def apply_tensor_parallel(model: nn.Module, mesh: DeviceMesh) -> None:
-    """Megatron-style column/row split of attention and MLP projections of Llama-style layers."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+def apply_tensor_parallel(model: nn.Module, mesh: DeviceMesh, cfg: WorkerConfig) -> None:
+    """The family's Megatron-style split (frenzy.core.tensor_parallel.TP_RULES), with sequence
+    parallelism when the plan asks for it: frenzy.train.tensor_parallel."""
+    from frenzy.train.tensor_parallel import parallelize
 
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-            "mlp.down_proj": RowwiseParallel()}
-    for layer in _decoder_layers(model):
-        parallelize_module(layer, mesh, plan)
+    parallelize(model, mesh, cfg.family, cfg.sequence_parallel)
 
 
 def _decoder_layers(model: nn.Module) -> list[nn.Module]:

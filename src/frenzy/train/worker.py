@@ -53,7 +53,7 @@ def train_loop(config: dict, report=None) -> None:
     model = model.to(device)
     inner = model  # under any data-parallel wrapper: the pipeline reads its parts by their names
     if cfg.tp > 1:
-        apply_tensor_parallel(model, mesh["tp"])
+        apply_tensor_parallel(model, mesh["tp"], cfg)
     model = (pipeline.wrap_data_parallel if stage else wrap_data_parallel)(model, cfg, mesh, device)
     optimizer = make_optimizer(model, cfg)
     cfg.checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,8 @@ def train_loop(config: dict, report=None) -> None:
     batches = Batches(cfg, model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"],
                       mesh["dp"].get_local_rank(), prepared)
     if dist.get_rank() == 0:
-        print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp} pp{cfg.pp} zero{cfg.zero} "
+        print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp}"
+              f"{'+sp' if cfg.sequence_parallel else ''} pp{cfg.pp} zero{cfg.zero} "
               f"mb{cfg.micro_batch}x{cfg.grad_accum} on {cfg.world_size}x {cfg.gpu_type}; resuming at step {start}",
               flush=True)
     model.train()

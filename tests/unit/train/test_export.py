@@ -54,7 +54,9 @@ def _train(model, cfg: WorkerConfig, seed: int, steps: int = 2) -> None:
 def _logits(model) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
-        return model(input_ids=IDS).logits.float()
+        logits = model(input_ids=IDS).logits
+    # tensor parallelism leaves the logits split on the vocabulary (the loss runs on the shards)
+    return (logits.full_tensor() if hasattr(logits, "full_tensor") else logits).float()
 
 
 def _fresh_base(hf_config: dict, root: Path):
@@ -85,7 +87,7 @@ def _train_and_export(rank: int, root: str) -> dict:
         mesh = device_mesh(cfg, "cpu")
         model = build_model(cfg)
         if cfg.tp > 1:
-            apply_tensor_parallel(model, mesh["tp"])
+            apply_tensor_parallel(model, mesh["tp"], cfg)
         model = wrap_data_parallel(model, cfg, mesh, torch.device("cpu"))
         _train(model, cfg, seed=mesh["dp"].get_local_rank())  # tensor-parallel peers see the same batch
         logits = _logits(model)  # collective under FSDP2 / TP: every rank runs it

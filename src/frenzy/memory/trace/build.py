@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys, text_config
+from frenzy.core.tensor_parallel import TP_RULES
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
 from frenzy.memory.trace.patches import decoder_layers, setattr_during
 
@@ -64,9 +65,9 @@ LORA_MODULES.update({family: _MLA for family in ("deepseek_v2", "deepseek_v3")})
 # only reach their attention (and shared-expert) projections.
 _FUSED_EXPERTS = {"mixtral", "qwen3_moe", "olmoe", "phimoe"}
 _FUSED_EXPERTS.add("gpt_oss")
-TP_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phimoe", "starcoder2",
-               "granite", "smollm3", "glm4", "gemma3_text", "cohere", "cohere2")
-TP_FAMILIES += ("gpt_oss", "llama4_text", "llama4")
+# The families whose one-rank shard the tracer builds: the split rules the worker runs (and those it
+# leaves out with a reason), one table (frenzy.core.tensor_parallel.TP_RULES).
+TP_FAMILIES = tuple(TP_RULES)
 _TP_WIDTHS = ("intermediate_size_mlp",)  # Llama 4's dense layers
 
 

@@ -14,7 +14,7 @@ from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig, recompute_warning
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
-from frenzy.memory.trace import build, fsdp, optim, patches, pipeline_stage, step
+from frenzy.memory.trace import build, fsdp, optim, patches, pipeline_stage, sequence_parallel, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
@@ -49,10 +49,11 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
                stage: int = 0) -> TraceResult:
     """Run the real HF training step of `model` under `training`/`plan` on fake tensors.
 
-    `plan.tp` shapes the rank's shard; with `plan.pp` > 1 the rank is pipeline stage `stage`, run in
-    Schedule1F1B's order (trace.pipeline_stage); dp, zero and sequence_parallel are not traced (a
-    single rank without communication buffers or sharded states), except in the fsdp2-param
-    mixed-precision mode, which runs the real FSDP2 at world size dp (trace.fsdp).
+    `plan.tp` shapes the rank's shard and `plan.sequence_parallel` the shapes of its stream
+    (trace.sequence_parallel); with `plan.pp` > 1 the rank is pipeline stage `stage`, run in
+    Schedule1F1B's order (trace.pipeline_stage); dp and zero are not traced (a single rank without
+    communication buffers or sharded states), except in the fsdp2-param mixed-precision mode, which
+    runs the real FSDP2 at world size dp (trace.fsdp).
     """
     started = time.perf_counter()
     recording = record_steps(model, training, plan, seq_len, stage=stage)
@@ -99,6 +100,8 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         trainable = [p for p in net.parameters() if p.requires_grad]
         optimizer = optim.build_optimizer(trainable, training.optimizer)
         hooks = step.install_hooks(recorder, layers, trainable)
+        if plan.sequence_parallel and not sharded:
+            hooks += sequence_parallel.emulate(net, layers, cfg["model_type"], plan.tp, seq_len)
         with recorder:
             for tensor in (*net.parameters(), *net.buffers()):
                 recorder.register(fsdp.local(tensor), WEIGHTS)
@@ -162,10 +165,12 @@ def _plan_notes(training: TrainingConfig, plan: ParallelPlan):
                "CUDA-stream overlap (all-gather prefetch, reduce-scatter in flight) is not traced")
         if plan.pp > 1 or plan.tp > 1 or plan.sequence_parallel:
             yield "tp/pp/sequence-parallel are not traced beside FSDP2: one rank's shard of the whole model"
-    elif plan.dp > 1 or plan.zero or plan.sequence_parallel:
-        yield "dp/zero/sequence-parallel are not traced: one rank, unsharded states"
+    elif plan.dp > 1 or plan.zero:
+        yield "dp/zero are not traced: one rank, unsharded states"
     if plan.pp > 1 and not plan.fsdp_param_dtype:
         yield "one pipeline stage in Schedule1F1B's order; its sends and receives are not run (receive buffers are)"
+    if plan.sequence_parallel and not plan.fsdp_param_dtype:
+        yield "sequence parallelism: rank 0's sequence shards; the collectives' transient buffers are not traced"
     if warning := recompute_warning(plan.recompute, training.attention):
         yield warning
     if training.method is Method.QLORA:
