@@ -20,7 +20,7 @@ def _spec(model: str) -> JobSpec:
 
 def test_pipeline_plans_of_llama_are_offered_and_make_worker_configs():
     spec = _spec("meta-llama/Llama-3.1-8B")
-    found = plan_job(spec, [catalog.gpu_type("L4")], max_gpus=16, per_type=50)
+    found = plan_job(spec, [catalog.gpu_type("L4")], max_gpus=16, faster=50)
     pipelined = [c.plan for c in found if c.plan.pp > 1 and unsupported_reason(spec, c.plan) is None]
     assert pipelined, "an 8B model on 24 GB cards needs stages: some pp plan must be runnable"
     for plan in pipelined:

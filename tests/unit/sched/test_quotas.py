@@ -18,7 +18,7 @@ from frenzy.sched.quotas import DEFAULT_TEAM, QuotaScheduler, Teams, fair_share
 A100 = "A100-SXM-40G"
 SPEC = JobSpec(model=load_model("EleutherAI/pythia-160m"), training=TrainingConfig(precision=Precision.FP16_MIXED),
                seq_len=512, global_batch=64, steps=1000)
-PLANS = plan_job(SPEC, [catalog.gpu_type(A100)], max_gpus=8, per_type=100)
+PLANS = plan_job(SPEC, [catalog.gpu_type(A100)], max_gpus=8, faster=100)
 
 
 def _plan(gpus: int):
