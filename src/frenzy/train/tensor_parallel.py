@@ -82,13 +82,13 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 
 
 def _parallelize_layer(layer: nn.Module, mesh: DeviceMesh, rule: TensorParallelRule, sp: bool) -> None:
-    routed = rule.experts is not None and _has(layer, rule.experts)
+    routed = rule.experts is not None and has_submodule(layer, rule.experts)
     plan: dict[str, ParallelStyle] = {}
     for name in rule.colwise:
-        if _has(layer, name):
+        if has_submodule(layer, name):
             plan.update(_column(layer, name))
     for name in rule.rowwise:
-        if _has(layer, name):
+        if has_submodule(layer, name):
             # inside an MoE block the output joins the experts' all-reduced (replicated) output
             scatter = sp and not (routed and name.startswith(rule.mlp + "."))
             plan.update(_row(layer, name, scatter))
@@ -102,7 +102,7 @@ def _parallelize_layer(layer: nn.Module, mesh: DeviceMesh, rule: TensorParallelR
         _gather_block_input(layer.get_submodule(rule.mlp), mesh, Replicate() if routed else Shard(SEQUENCE_DIM))
 
 
-def _has(module: nn.Module, name: str) -> bool:
+def has_submodule(module: nn.Module, name: str) -> bool:
     try:
         module.get_submodule(name)
     except AttributeError:

@@ -5,7 +5,6 @@ validation set as the job reported."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -15,15 +14,6 @@ from frenzy.train.reload import reload_and_evaluate
 from tests.unit.train.dist_helpers import SMALL_LLAMA, base_config, run_world
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def chat_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
-    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
-                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return str(path)
 
 
 def _config(tmp_path, chat_file, **layout):

@@ -7,7 +7,6 @@ checks against a plain cross-entropy."""
 from __future__ import annotations
 
 import contextlib
-import json
 
 import pytest
 import torch
@@ -40,15 +39,6 @@ def test_stages_chained_are_the_whole_model_under_its_names(hf_config, stages):
             x = model(x)
     torch.testing.assert_close(x, expected, rtol=1e-5, atol=1e-5)
     assert names == set(whole.state_dict())  # every parameter under its whole-model name
-
-
-@pytest.fixture(scope="module")
-def chat_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
-    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
-                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return str(path)
 
 
 def _config(folder, chat_file, **over):

@@ -8,7 +8,6 @@ scores the validation set as the job reported."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -24,15 +23,6 @@ QWEN3_MOE = dict(SMALL, model_type="qwen3_moe", num_experts=4, num_experts_per_t
 STARCODER2 = dict(SMALL, model_type="starcoder2", tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
 FAMILIES = {"llama": SMALL_LLAMA, "qwen3_moe": QWEN3_MOE, "starcoder2": STARCODER2}
 ALL = ["q", "k", "v", "o", "gate", "up", "down"]
-
-
-@pytest.fixture(scope="module")
-def chat_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
-    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
-                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return str(path)
 
 
 def _config(tmp_path, chat_file, family: str, **over) -> dict:

@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from frenzy.core.tensor_parallel import TP_RULES
+from frenzy.train.tensor_parallel import has_submodule
 
 SEQUENCE_DIM = 1
 
@@ -33,23 +34,15 @@ def emulate(model: nn.Module, layers: nn.ModuleList, family: str, tp: int, seq_l
                model.get_input_embeddings().register_forward_hook(_scatter(shard)),
                model.get_output_embeddings().register_forward_pre_hook(_gather(tp), with_kwargs=True)]
     for layer in layers:
-        routed = rule.experts is not None and _has(layer, rule.experts)
+        routed = rule.experts is not None and has_submodule(layer, rule.experts)
         for block in (rule.attention, rule.mlp):
             handles.append(layer.get_submodule(block).register_forward_pre_hook(_gather(tp), with_kwargs=True))
         if routed:
             handles.append(layer.get_submodule(rule.mlp).register_forward_hook(_scatter(shard)))
         for name in rule.rowwise:
-            if _has(layer, name) and not (routed and name.startswith(rule.mlp + ".")):
+            if has_submodule(layer, name) and not (routed and name.startswith(rule.mlp + ".")):
                 handles += [m.register_forward_hook(_scatter(shard)) for m in _row_outputs(layer.get_submodule(name))]
     return handles
-
-
-def _has(module: nn.Module, name: str) -> bool:
-    try:
-        module.get_submodule(name)
-    except AttributeError:
-        return False
-    return True
 
 
 def _row_outputs(module: nn.Module) -> list[nn.Module]:
