@@ -190,7 +190,8 @@ def run_one(name: str, tiny: bool) -> dict:
     from frenzy.memory.estimate import estimate
     from frenzy.perf.flops import model_flops_per_token
 
-    scratch = Path(tempfile.mkdtemp(prefix=f"frenzy-gpu-{name}-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+    memory_disk = "/dev/shm" if Path("/dev/shm").is_dir() else None  # checkpoints of GiBs, written fast
+    scratch = Path(tempfile.mkdtemp(prefix=f"frenzy-gpu-{name}-", dir=memory_disk))
     kind, request, plan, spec = build(name, tiny, scratch)
     gpu = catalog.gpu_type(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
     predicted = estimate(spec, plan, gpu)
