@@ -21,19 +21,6 @@ def test_worker_config_round_trips_the_mode(tmp_path):
     assert WorkerConfig(**base_config(tmp_path)).mixed_precision == "autocast"
 
 
-@pytest.fixture
-def fake_world():
-    """A two-rank fake process group (collectives are no-ops) so fully_shard runs in this process."""
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 def test_parameters_are_fp32_shards_and_forward_runs_in_bf16(tmp_path, fake_world):
     from torch.distributed.tensor import DTensor
 

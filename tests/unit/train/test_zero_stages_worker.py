@@ -15,18 +15,6 @@ from tests.unit.train.dist_helpers import base_config
 MODE = dict(dp=2, micro_batch=1, grad_accum=2, precision="bf16-mixed", mixed_precision="fsdp2-param")
 
 
-@pytest.fixture
-def fake_world():
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.parametrize("zero, gathered_after_forward", [(1, True), (2, True), (3, False)])
 def test_working_weights_stay_gathered_between_forward_and_backward_below_zero3(tmp_path, fake_world, zero,
                                                                                 gathered_after_forward):
