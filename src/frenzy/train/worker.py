@@ -15,7 +15,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from frenzy.train import checkpoint, export, manifest, memory, pipeline
+from frenzy.train import checkpoint, cpu_matmul, export, manifest, memory, pipeline
 from frenzy.train.batches import Batches, loss_tokens
 from frenzy.train.config import CUDA_ALLOCATOR_CONF, MERGED, WorkerConfig
 from frenzy.train.evaluate import validation_loss
@@ -73,7 +73,8 @@ def train_loop(config: dict, report=None) -> None:
     if stage is not None:
         loop.pipe = pipeline.PipelineStep(cfg, model, inner, stage, mesh, device)
     try:
-        history = loop.run(start)
+        with cpu_matmul.products_in_fp32(device):
+            history = loop.run(start)
     except torch.OutOfMemoryError as exc:
         raise memory.with_peak(exc) from exc
     hand_back(model, cfg, history, prepared, cfg.steps)

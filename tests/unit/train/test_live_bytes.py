@@ -3,6 +3,7 @@ hand from the shapes, against the fake-tensor tracer, and the out-of-memory deci
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from frenzy.memory.result import Phase
 from frenzy.memory.trace.replay import replay
 from frenzy.memory.trace.tracer import record_steps
 from frenzy.train.config import WorkerConfig
+from frenzy.train.cpu_matmul import Fp32Products
 from frenzy.train.memory import MEASURED_STEPS, PEAK_MARKER, StepMeter, check_fake_capacity, peak_from_error
 from frenzy.train.model import build_model, compute_precision
 
@@ -92,15 +94,16 @@ def test_only_the_first_steps_of_an_attempt_are_measured():
     assert meter.peak()[0] == max(r.peak_bytes for r in meter.steps)
 
 
-def _llama_measured(precision: str):
+def _llama_measured(precision: str, products=contextlib.nullcontext):
     cfg = _cfg(precision=precision)
+    torch.manual_seed(0)
     model = build_model(cfg)
     model.train()
     # foreach=True is CUDA's AdamW default (the tracer's optimizer); CPU defaults to a per-tensor loop.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     meter = StepMeter(cfg, model, optimizer)
     for step in (1, 2):
-        with meter.measuring(step):
+        with products(), meter.measuring(step):
             # as the worker does: the batch and its labels (prompt masked, as the tracer's) made in the step
             ids = torch.randint(0, SMALL_LLAMA["vocab_size"], (cfg.micro_batch, cfg.seq_len))
             labels = ids.clone()
@@ -137,6 +140,15 @@ def test_small_llama_agrees_with_the_fake_tensor_trace(tmp_path, precision):
     # these kernel differences, not noise: the measurement is deterministic.
     for phase in (Phase.FORWARD, Phase.BACKWARD):
         assert measured.peak_by_phase[phase] == pytest.approx(traced.peak_by_phase[phase], rel=0.05)
+
+
+def test_bf16_products_in_fp32_measure_what_bf16_products_allocate():
+    # The worker multiplies bf16 operands in fp32 below the meter (frenzy.train.cpu_matmul): the
+    # meter must see the bf16 products a GPU allocates, not the fp32 temporaries, so both steps
+    # measure the same bytes as with the CPU's own bf16 kernels.
+    native, upcast = _llama_measured("bf16-mixed"), _llama_measured("bf16-mixed", Fp32Products)
+    assert upcast.peak_bytes == native.peak_bytes
+    assert upcast.peak_by_phase == native.peak_by_phase
 
 
 def test_check_fake_capacity_raises_a_real_torch_oom_with_the_peak_marker():
