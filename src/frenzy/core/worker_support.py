@@ -15,7 +15,7 @@ TENSOR_PARALLEL_FAMILIES = worker_tp_families()
 
 def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
     """None when the worker runs `plan` for `spec`; otherwise why it does not (shown to the user)."""
-    if plan.pp > 1 and (reason := _pipeline_reason(spec, plan) or PIPELINE_RESUME):
+    if plan.pp > 1 and (reason := _pipeline_reason(spec, plan)):
         return reason
     if plan.tp > 1:
         model = spec.model
@@ -29,12 +29,6 @@ def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
         return "the worker runs recompute none, selective or full, not attention-core recomputation"
     return None
 
-
-# The worker trains pipeline stages (frenzy.train.pipeline) and resumes their checkpoints on other plans, but
-# a pp > 1 attempt resuming a pp > 1 checkpoint fails (its optimizer's param groups come back without their
-# hyperparameters: KeyError 'lr' in the schedule), and a re-plan after a lost worker does exactly that. Until
-# that resume works, no pipeline plan is offered.
-PIPELINE_RESUME = "the worker cannot yet resume a pipeline checkpoint on a pipeline plan"
 
 # Families whose decoder takes a stage's hidden states as `inputs_embeds` unchanged (no position
 # embedding added or scale applied to them), which is how the worker runs a later pipeline stage.

@@ -18,10 +18,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 LATEST = "latest"
 OWNER = "attempt"
+# Optimizer state under one key per parameter name (`param_groups.<fqn>.lr`, ...). Unflattened, the
+# param groups are one object per rank under one key, so DCP keeps a single rank's: pipeline stages
+# (each with its own parameters) then resumed with another stage's groups and no learning rate.
+OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 class Superseded(RuntimeError):
@@ -62,7 +66,7 @@ def latest_step(root: Path) -> int:
 
 def save(root: Path, step: int, model, optimizer, attempt: int) -> None:
     _still_owner(root, attempt)
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
     folder = root / f"step-{step}"
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(folder))
     dist.barrier()
@@ -82,10 +86,11 @@ def load(root: Path, model, optimizer) -> int:
     step = latest_step(root)
     if step == 0:
         return 0
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
     state = {"model": model_sd, "optim": optim_sd}
     dcp.load(state, checkpoint_id=str(root / f"step-{step}"))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=OPTIONS)
     return step
 
 

@@ -9,7 +9,7 @@ from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.plan import ParallelPlan
-from frenzy.core.worker_support import PIPELINE_RESUME, unsupported_reason
+from frenzy.core.worker_support import unsupported_reason
 from frenzy.memory.plans import plan_job
 from frenzy.train.config import WorkerConfig
 
@@ -18,11 +18,12 @@ def _spec(model: str) -> JobSpec:
     return JobSpec(model=load_model(model), seq_len=1024, global_batch=32)
 
 
-def test_pipeline_plans_of_llama_wait_only_on_resume_and_make_worker_configs():
+def test_pipeline_plans_of_llama_are_offered_and_make_worker_configs():
     spec = _spec("meta-llama/Llama-3.1-8B")
-    found = plan_job(spec, [catalog.gpu_type("L4")], max_gpus=16, faster=50, include_unrunnable=True)
-    pipelined = [c.plan for c in found if c.plan.pp > 1 and unsupported_reason(spec, c.plan) == PIPELINE_RESUME]
-    assert pipelined, "an 8B model on 24 GB cards needs stages: some pp plan is held back by the resume alone"
+    found = plan_job(spec, [catalog.gpu_type("L4")], max_gpus=16, faster=50)
+    pipelined = [c.plan for c in found if c.plan.pp > 1]
+    assert pipelined, "an 8B model on 24 GB cards needs stages: some pp plan is offered"
+    assert all(unsupported_reason(spec, plan) is None for plan in pipelined)
     for plan in pipelined:
         WorkerConfig(job_id="j", attempt=1, model_name="m", family="llama", hf_config={}, global_batch=32,
                      dp=plan.dp, tp=plan.tp, pp=plan.pp, micro_batch=plan.micro_batch, grad_accum=plan.grad_accum)

@@ -80,7 +80,8 @@ def test_pipelined_plans_train_as_the_unpipelined_one(tmp_path, chat_file):
 def test_checkpoints_resume_across_pipeline_layouts(tmp_path, chat_file):
     whole = [r["loss"] for r in _train(tmp_path / "whole", chat_file, steps=4, micro_batch=1, grad_accum=4,
                                        optimizer="adamw", learning_rate=0.01)]
-    for first, second in [(dict(pp=2), dict(pp=1)), (dict(pp=1), dict(pp=2, dp=2, zero=0, micro_batch=1))]:
+    for first, second in [(dict(pp=2), dict(pp=1)), (dict(pp=1), dict(pp=2, dp=2, zero=0, micro_batch=1)),
+                          (dict(pp=2), dict(pp=2))]:
         folder = tmp_path / f"resume-{first['pp']}-{second['pp']}"
         base = dict(optimizer="adamw", learning_rate=0.01, micro_batch=1, grad_accum=4, checkpoint_every=2)
         _train(folder, chat_file, steps=2, **dict(base, **first))
