@@ -5,6 +5,7 @@ one's checkpoint on a different plan (what a re-plan does)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -12,19 +13,26 @@ import pytest
 from frenzy.control.ports import Finished, Launch, Progress
 from frenzy.control.states import AttemptOutcome
 from frenzy.train.config import WorkerConfig
-from tests.e2e.test_serverless import ROOT, TINY
+from tests.e2e.test_serverless import TINY
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 NODE, GPU = "a100-sxm-80g-0", "A100-SXM-80G"  # two fake GPUs of 6 GiB
-DATA = str(ROOT / "examples" / "data" / "instructions.jsonl")
+
+
+def _chat_file(folder) -> str:
+    """Short conversations (byte tokens: every one fits 64 tokens)."""
+    path = folder / "chat.jsonl"
+    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
+                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return str(path)
 
 
 def _config(storage, job_id: str, attempt: int, steps: int, **plan) -> WorkerConfig:
-    import json
-
-    data = {"path": DATA, "format": "chat", "validation": 0.1, "overlong": "truncate", "seed": 0}
+    chat = _chat_file(storage)
+    data = {"path": chat, "format": "chat", "validation": 0.2, "overlong": "truncate", "seed": 0}
     fields = dict(job_id=job_id, attempt=attempt, model_name="tiny-llama", family="llama",
-                  hf_config=json.loads(open(TINY).read()), dataset=DATA, data=data, seq_len=64,
+                  hf_config=json.loads(open(TINY).read()), dataset=chat, data=data, seq_len=64,
                   global_batch=8, steps=steps, learning_rate=3e-3, precision="fp32", checkpoint_every=3,
                   storage_path=str(storage / job_id), gpu_type=GPU, gpu_memory_bytes=6 * 2**30,
                   predicted_peak_bytes=2**30, fake_gpu=True, request={"seq_len": 64, "precision": "fp32"})
