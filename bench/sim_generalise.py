@@ -204,6 +204,8 @@ def main() -> None:
                                          {p: {k: v for k, v in r[p].items() if k != "jobs_jct"} for p in policies}
                                          for r in runs]))
     options = f" HAS options {has_options}." if has_options else ""
+    reused = f" (the other policies' runs read from {args.baselines})" \
+        if len(runs) * len(policies) > simulations else ""
     md = ("## Does HAS generalise? frenzy vs sia on held-out traces and clusters\n\n"
           f"Every trace (ten ElasticFlow clusters, Philly; {args.jobs} jobs from the middle of each) on five "
           f"cluster shapes ({', '.join(CLUSTERS)}) at offered loads {', '.join(f'{x:.1f}' for x in args.loads)} "
@@ -214,8 +216,7 @@ def main() -> None:
           f"{options}\n\n" + _run_table(runs) + "\n\nTargets (on the reporting half; the design half for "
           "reference):\n" + "\n".join(targets(runs, h) for h in halves) +
           ("\n\n" + cost_table(runs) if args.objective == "cost" else "") +
-          f"\n\n{simulations} simulations in {wall:.0f} s wall on one process"
-          f"{' (the other policies runs reused from ' + str(args.baselines) + ')' if len(runs) * len(policies) > simulations else ''}.")
+          f"\n\n{simulations} simulations in {wall:.0f} s wall on one process{reused}.")
     print(md)
     if not args.no_write:
         write_section("sim-generalise-cost" if args.objective == "cost" else "sim-generalise", md)
