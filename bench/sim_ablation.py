@@ -101,7 +101,7 @@ def main() -> None:
         for s, c in runs) + " | | | |"
     md = ("## What each part of HAS is worth\n\nAverage JCT cut against `sia` (1 - frenzy / sia, over the jobs both "
           f"finished) with one part of HAS switched off at a time, offered load 1.0, {over}. The first six runs are "
-          "the `sim-jct` slices, on which HAS's older constants (GROW_MIN_GAIN, the preemption "
+          "the `sim-jct` slices, on which HAS's older constants (the preemption "
           "factor) were chosen; the last six were held out from those choices. The newer ones (RESERVE_AFTER_RUNS, "
           "MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, WORK_AGING, ASSIGNED_JOBS, "
           "the assignment's OWN_TIME_WEIGHT and preemption's MIN_RUN_S) were chosen on all twelve runs over "

@@ -53,7 +53,7 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.perf import step_time
 from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import (GROW_MIN_GAIN, REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
+from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
 from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.placement import best_fit
@@ -120,7 +120,7 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, order: str = "work",
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
                  requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
-                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = GROW_MIN_GAIN):
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
         if not reserve_after_runs >= 0:
@@ -282,7 +282,8 @@ class HeterogeneityAwareScheduler:
         if not still and all(n <= 0 for n in pool.totals.values()):
             return []  # nobody waits and no GPU is idle: the common case, kept cheap
         restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
-        # Shrinking serves types some waiting job lacks GPUs of; growing must save grow_min_gain restarts.
+        # Shrinking serves types some waiting job lacks GPUs of; growing must save its restart (plus
+        # grow_min_gain restarts: 0 unless set for an ablation).
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
         resizable = resizable_jobs(state, now, lambda j: plan_options(j), step_seconds,
