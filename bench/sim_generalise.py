@@ -83,7 +83,8 @@ def run_one(sl: Slice, cluster: str, load: float, policy: str, objective: str, h
     result = Simulator(spec, scheduler, jobs, SimConfig(seed=0, objective=objective)).run()
     summary = result.summary()
     summary.update(slice=sl.label, load=load, arrival_scale=arrival_scale_for(sl, spec.total_gpus, load),
-                   bench_wall_s=time.perf_counter() - t0, jobs_jct=jct_records(result))
+                   bench_wall_s=time.perf_counter() - t0, jobs_jct=jct_records(result),
+                   job_cost={j["job_id"]: j["cost_usd"] for j in result.jobs if j["jct_s"] is not None})
     return summary
 
 
@@ -130,17 +131,28 @@ def targets(runs: list[dict], half: str) -> str:
             f"runs ({met(gpu_ok == len(mine))} every run), {total_ratio:.2f}x sia's over all of them")
 
 
+def common_costs(run: dict, policies: list[str]) -> tuple[int, dict[str, float]]:
+    """Each policy's cost over the jobs every policy finished, and how many those are: a policy that
+    gives up on a long job after out-of-memory failures would otherwise look cheap for not running it."""
+    common = set.intersection(*(set(run[p]["job_cost"]) for p in policies))
+    return len(common), {p: sum(run[p]["job_cost"][j] for j in common) for p in policies}
+
+
 def cost_table(runs: list[dict]) -> str:
     policies = [p for p in ALL_POLICIES if all(p in r for r in runs)]
-    lines = ["| half | trace slice | cluster | load | " + " | ".join(f"{p} cost $" for p in policies) +
-             " | frenzy lowest |", "|---" * (5 + len(policies)) + "|"]
+    lines = ["| half | trace slice | cluster | load | jobs all finished | " +
+             " | ".join(f"{p} cost $" for p in policies) + " | frenzy lowest |", "|---" * (6 + len(policies)) + "|"]
+    lowest_runs = 0
     for r in runs:
-        costs = {p: r[p]["cost_usd"] for p in policies}
+        jobs, costs = common_costs(r, policies)
         lowest = costs["frenzy"] <= min(costs.values())
-        lines.append(f"| {r['half']} | {r['slice']} | {r['cluster']} | {r['load']:.1f} | " +
-                     " | ".join(f"{costs[p]:,.0f}" for p in policies) + f" | {'yes' if lowest else 'NO'} |")
-    lowest = sum(r["frenzy"]["cost_usd"] <= min(r[p]["cost_usd"] for p in policies) for r in runs)
-    return "\n".join(lines) + f"\n\nfrenzy's cost is the lowest of all policies in {lowest} of {len(runs)} runs."
+        lowest_runs += lowest
+        lines.append(f"| {r['half']} | {r['slice']} | {r['cluster']} | {r['load']:.1f} | {jobs} | " +
+                     " | ".join(f"{costs[p]:,.0f} ({r[p]['cost_usd']:,.0f})" for p in policies) +
+                     f" | {'yes' if lowest else 'NO'} |")
+    return ("Cost of each policy over the jobs every policy finished (in brackets: over every job, each "
+            "policy's own finished and given-up jobs).\n\n" + "\n".join(lines) +
+            f"\n\nfrenzy's cost is the lowest of all policies in {lowest_runs} of {len(runs)} runs.")
 
 
 def _option(text: str) -> tuple[str, object]:
@@ -183,7 +195,7 @@ def main() -> None:
             row = {"half": half, "slice": sl.label, "cluster": cluster, "load": load}
             for policy in policies:
                 key = _key(sl, cluster, load, policy, args.objective)
-                if policy != "frenzy" and key in stored:
+                if policy != "frenzy" and key in stored and "job_cost" in stored[key]:
                     row[policy] = stored[key]
                     continue
                 row[policy] = run_one(sl, cluster, load, policy, args.objective,
@@ -200,8 +212,9 @@ def main() -> None:
                   flush=True)
     wall = time.time() - t0
     if args.json:
+        per_job = ("jobs_jct", "job_cost")
         args.json.write_text(json.dumps([{k: v for k, v in r.items() if k not in policies} |
-                                         {p: {k: v for k, v in r[p].items() if k != "jobs_jct"} for p in policies}
+                                         {p: {k: v for k, v in r[p].items() if k not in per_job} for p in policies}
                                          for r in runs]))
     options = f" HAS options {has_options}." if has_options else ""
     reused = f" (the other policies' runs read from {args.baselines})" \

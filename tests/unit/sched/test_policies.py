@@ -465,6 +465,15 @@ def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():
     assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, 80.0)]), [], now) == []
 
 
+def test_a_job_that_wants_the_cheapest_run_is_not_grown_into_idle_gpus():
+    # The same long job on 2 of 8 idle A100s: ranked by time it moves to a wider plan (above); a job
+    # ranked by cost would pay for every extra GPU-hour, so it is left where it is.
+    from dataclasses import replace
+    now = 50_000.0
+    job = replace(_elastic_job("long", steps=1_000_000), objective="cost")
+    assert get_policy("frenzy").schedule(_a100_state([_running(job, 2, now, remaining_s=1e6)]), [], now) == []
+
+
 def _slow_network_job(job_id, steps, gpus):
     """Qwen2.5-1.5B on A100 nodes of 4 joined by a 1 Gb/s network, with only its `gpus`-GPU plans:
     a plan spread over two nodes spends most of each step on its gradient all-reduce."""

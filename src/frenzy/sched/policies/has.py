@@ -168,7 +168,7 @@ class HeterogeneityAwareScheduler:
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
                 if allocation is None and profile is not None:
                     wait = self._best_wait(job, plans[:1], pool, profile, now)
-            elif releases is not None and rank > 0:
+            elif releases is not None and rank > 0 and job.objective == "time":  # a cost job: cheapest first
                 if allocation is None:
                     faster = plans[:rank]
                 else:
@@ -211,8 +211,8 @@ class HeterogeneityAwareScheduler:
             if len(head) == ASSIGNED_JOBS:
                 break
             grid = None if job.job_id in movers else plan_grid_of(job, types)
-            if grid is None or not any(grid[1]):
-                continue  # a mover, or a job with no usable plan
+            if grid is None or not any(grid[1]) or job.objective != "time":
+                continue  # a mover, a job with no usable plan, or one whose plans are ranked by cost
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
                 starving.append(job)
             else:
