@@ -37,6 +37,8 @@ make it time-aware:
     would spread a plan over more nodes than it needs priced at its step time there
     (frenzy.sched.elastic); a running job on a plan far slower than its best re-queues for the
     faster plans and moves when one fits (frenzy.sched.elastic.slow_runners).
+A job whose plans are ranked by cost (QueuedJob.objective "cost") takes the cheapest of them that fits
+now: no patience, joint assignment, growth or re-queue, which all spend GPU-hours to gain time.
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
