@@ -195,7 +195,7 @@ def main() -> None:
             row = {"half": half, "slice": sl.label, "cluster": cluster, "load": load}
             for policy in policies:
                 key = _key(sl, cluster, load, policy, args.objective)
-                if policy != "frenzy" and key in stored and "job_cost" in stored[key]:
+                if policy != "frenzy" and key in stored and (args.objective == "time" or "job_cost" in stored[key]):
                     row[policy] = stored[key]
                     continue
                 row[policy] = run_one(sl, cluster, load, policy, args.objective,
