@@ -32,7 +32,6 @@ VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
     "no joint assignment of a contended queue's head (was the default)": {"assign_jobs": False},
     "response ratio next instead of smallest work first (was the default)": {"order": "hrrn", "assign_jobs": False},
     "no elastic resizing": {"elastic": False},
-    "no lean plans under contention": {"lean_when_contended": False},
     "plans split over extra nodes taken as any other (was the default)": {"price_splits": False},
     "reservation for every waiting head (was the default)": {"reserve_after_runs": 0.0},
     "no re-queue of jobs on slow plans (was the default)": {"requeue_slow": False},
@@ -102,7 +101,7 @@ def main() -> None:
         for s, c in runs) + " | | | |"
     md = ("## What each part of HAS is worth\n\nAverage JCT cut against `sia` (1 - frenzy / sia, over the jobs both "
           f"finished) with one part of HAS switched off at a time, offered load 1.0, {over}. The first six runs are "
-          "the `sim-jct` slices, on which HAS's older constants (MAX_SLOWDOWN, GROW_MIN_GAIN, the preemption "
+          "the `sim-jct` slices, on which HAS's older constants (the preemption "
           "factor) were chosen; the last six were held out from those choices. The newer ones (RESERVE_AFTER_RUNS, "
           "MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, WORK_AGING, ASSIGNED_JOBS, "
           "the assignment's OWN_TIME_WEIGHT and preemption's MIN_RUN_S) were chosen on all twelve runs over "

@@ -51,35 +51,29 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     return seconds
 
 
-def usable_plans(job: QueuedJob, max_slowdown: float) -> Sequence[PlanChoice]:
-    """The job's plans minus excluded types and plans more than `max_slowdown` x slower than its
-    fastest; once per job shape, so jobs of one shape share the list."""
-    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types, max_slowdown)
+def usable_plans(job: QueuedJob) -> Sequence[PlanChoice]:
+    """The job's plans minus excluded types; once per job shape, so jobs of one shape share the list."""
+    return _per_shape(_USABLE, _compute_usable_plans, job, job.excluded_gpu_types)
 
 
-def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...], max_slowdown: float) -> list:
-    plans = [c for c in job.plans if c.gpu.name not in excluded]
-    if not plans:
-        return plans
-    seconds = step_seconds(job)
-    fastest = min(seconds[id(c)] for c in plans)
-    return [c for c in plans if seconds[id(c)] <= max_slowdown * fastest]
+def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...]) -> list:
+    return [c for c in job.plans if c.gpu.name not in excluded]
 
 
-def plan_grid_of(job: QueuedJob, max_slowdown: float, types: tuple[str, ...]) -> tuple:
+def plan_grid_of(job: QueuedJob, types: tuple[str, ...]) -> tuple:
     """The job's usable plans by GPU type (frenzy.sched.assignment.plan_grid), once per job shape."""
-    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, max_slowdown, types)
+    return _per_shape(_GRIDS, _compute_grid, job, job.excluded_gpu_types, types)
 
 
-def _compute_grid(job: QueuedJob, _excluded, max_slowdown: float, types: tuple[str, ...]) -> tuple:
-    return plan_grid(usable_plans(job, max_slowdown), step_seconds(job), types)
+def _compute_grid(job: QueuedJob, _excluded, types: tuple[str, ...]) -> tuple:
+    return plan_grid(usable_plans(job), step_seconds(job), types)
 
 
-def plan_options(job: QueuedJob, max_slowdown: float) -> list:
+def plan_options(job: QueuedJob) -> list:
     """The job's usable plans as (plan, GPUs, seconds per step), once per job shape."""
-    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types, max_slowdown)
+    return _per_shape(_OPTIONS, _compute_plan_options, job, job.excluded_gpu_types)
 
 
-def _compute_plan_options(job: QueuedJob, _excluded, max_slowdown: float) -> list:
+def _compute_plan_options(job: QueuedJob, _excluded) -> list:
     seconds = step_seconds(job)
-    return [(c, c.num_gpus, seconds[id(c)]) for c in usable_plans(job, max_slowdown)]
+    return [(c, c.num_gpus, seconds[id(c)]) for c in usable_plans(job)]

@@ -84,6 +84,9 @@ class QueuedJob:
     priority: int = 0
     # GPU types this job must not be placed on again (a user who saw it run out of memory there).
     excluded_gpu_types: tuple[str, ...] = ()
+    # What `plans` are ranked by (frenzy.memory.ranking): "time", or "cost" for a user who wants the
+    # cheapest run; HAS never spends more GPUs on a cost job to make it faster.
+    objective: str = "time"
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
 
 

@@ -168,7 +168,8 @@ class Simulator:
         gpus = trace.requested_gpus or 1
         plans = self._plans(spec)
         queued = QueuedJob(job_id=trace.job_id, spec=spec, plans=plans, submit_time_s=trace.submit_time_s,
-                           requested_gpus=trace.requested_gpus, requested_gpu_type=trace.requested_gpu_type)
+                           requested_gpus=trace.requested_gpus, requested_gpu_type=trace.requested_gpu_type,
+                           objective=self.config.objective)
         job = SimJob(len(self.jobs), trace, spec, queued, error)
         if not plans and not any(
                 (c := config_choice(spec, t, n, g.gpus_per_node)) is not None and c.fits_predicted
