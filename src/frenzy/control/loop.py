@@ -236,7 +236,8 @@ class ControlLoop:
             running=self._running(active, shape) if teams is not None else ())
         waiting.sort(key=lambda j: (-j.priority, j.submitted_at, j.id))
         queue = [QueuedJob(job_id=j.id, spec=self._planned[j.id].spec, plans=tuple(self._planned[j.id].choices),
-                           submit_time_s=j.submitted_at, attempts=j.attempts, priority=j.priority) for j in waiting]
+                           submit_time_s=j.submitted_at, attempts=j.attempts, priority=j.priority,
+                           objective=self._planned[j.id].request.objective) for j in waiting]
         by_id = {j.id: j for j in waiting}
         policy = self.policy if teams is None else QuotaScheduler(self.policy, teams)
         decisions = policy.schedule(state, queue, now)

@@ -208,3 +208,14 @@ def test_gpus_ray_still_holds_are_never_offered(tmp_path):
     placed = executor.launched[0].num_workers
     view = service.cluster()
     assert view.by_type["A100-SXM-80G"] == {"total": 2, "used": placed, "free": 2 - placed, "held_outside": 0}
+
+
+def test_each_jobs_objective_reaches_the_scheduler(env):
+    # HAS spends GPU-hours only on jobs ranked by time (growth, re-queue, patience); a cost job
+    # must reach it as one.
+    store, executor, clock, loop = env
+    seen, schedule = [], loop.policy.schedule
+    loop.policy.schedule = lambda state, queue, now: seen.extend(queue) or schedule(state, queue, now)
+    cheap, fast = submit(store, clock, objective="cost"), submit(store, clock)
+    loop.step()
+    assert {q.job_id: q.objective for q in seen} == {cheap.id: "cost", fast.id: "time"}
