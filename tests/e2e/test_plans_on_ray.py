@@ -14,22 +14,14 @@ from frenzy.control.ports import Finished, Launch, Progress
 from frenzy.control.states import AttemptOutcome
 from frenzy.train.config import WorkerConfig
 from tests.e2e.test_serverless import TINY
+from tests.unit.train.dist_helpers import write_short_chats
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 NODE, GPU = "a100-sxm-80g-0", "A100-SXM-80G"  # two fake GPUs of 6 GiB
 
 
-def _chat_file(folder) -> str:
-    """Short conversations (byte tokens: every one fits 64 tokens)."""
-    path = folder / "chat.jsonl"
-    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
-                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return str(path)
-
-
 def _config(storage, job_id: str, attempt: int, steps: int, **plan) -> WorkerConfig:
-    chat = _chat_file(storage)
+    chat = write_short_chats(storage)
     data = {"path": chat, "format": "chat", "validation": 0.2, "overlong": "truncate", "seed": 0}
     fields = dict(job_id=job_id, attempt=attempt, model_name="tiny-llama", family="llama",
                   hf_config=json.loads(open(TINY).read()), dataset=chat, data=data, seq_len=64,

@@ -1,17 +1,13 @@
 """Shared fixtures of the training-worker tests."""
 
-import json
-
 import pytest
+
+from .dist_helpers import write_short_chats
 
 
 @pytest.fixture(scope="module")
 def chat_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
-    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
-                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return str(path)
+    return write_short_chats(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture

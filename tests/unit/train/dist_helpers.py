@@ -13,6 +13,15 @@ SMALL_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 12
                "max_position_embeddings": 256, "tie_word_embeddings": False}
 
 
+def write_short_chats(folder) -> str:
+    """40 short conversations (every one fits 64 byte tokens) as a chat JSONL file in `folder`."""
+    path = folder / "chat.jsonl"
+    rows = [{"messages": [{"role": "user", "content": "q" * (1 + i % 5)},
+                          {"role": "assistant", "content": "a" * (1 + (i * 7) % 13)}]} for i in range(40)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return str(path)
+
+
 def base_config(tmp_path, **over) -> dict:
     cfg = dict(job_id="j-test", attempt=1, model_name="small-llama", family="llama", hf_config=SMALL_LLAMA,
                seq_len=32, global_batch=4, micro_batch=2, grad_accum=2, dp=1, tp=1, steps=3,
