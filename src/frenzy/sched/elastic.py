@@ -97,7 +97,7 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
     out = {}
     for run in state.running:
         if run.job is None or run.expected_end_s is None or now - run.start_time_s < MIN_RUN_S \
-                or run.job.objective != "time":  # a faster plan costs a cost job more
+                or not run.job.buys_time:  # a faster plan costs a cost job more
             continue
         seconds = seconds_of(run.job)
         step_s = seconds.get(id(run.choice))
@@ -224,7 +224,7 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
     options = []
     for jobs in resizable.values():
         for job in jobs:
-            if job.steps_left * job.step_s < min_gain or job.run.job.objective != "time":
+            if job.steps_left * job.step_s < min_gain or not job.run.job.buys_time:
                 continue  # no plan can save enough of what is left, or the job wants the cheapest run
             here = job.run.choice.gpu.name
             for plan, gpus, step_s in job.options:

@@ -89,6 +89,11 @@ class QueuedJob:
     objective: str = "time"
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
 
+    @property
+    def buys_time(self) -> bool:
+        """Whether GPUs may be spent to finish this job sooner (growth, re-queue, patience)."""
+        return self.objective == "time"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Place:

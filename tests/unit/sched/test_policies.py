@@ -14,7 +14,7 @@ from frenzy.core.job import JobSpec
 from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
-from frenzy.sched.policies.gavel import max_min_fractions
+from frenzy.sched.maxmin import max_min_fractions
 from frenzy.sched.shapes import step_seconds
 from frenzy.sched.policies.sia import solve
 from frenzy.sched.pool import FreePool

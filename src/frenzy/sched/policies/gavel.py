@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from frenzy.sched.configs import config_choice
-from frenzy.sched.maxmin import MaxMinLp, max_min_fractions  # noqa: F401 (max_min_fractions: a cold solve)
+from frenzy.sched.maxmin import MaxMinLp
 from frenzy.sched.pool import FreePool
 from frenzy.sched.registry import register
 from frenzy.sched.requests import requested_gpus, type_order

@@ -170,7 +170,7 @@ class HeterogeneityAwareScheduler:
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
                 if allocation is None and profile is not None:
                     wait = self._best_wait(job, plans[:1], pool, profile, now)
-            elif releases is not None and rank > 0 and job.objective == "time":  # a cost job: cheapest first
+            elif releases is not None and rank > 0 and job.buys_time:  # a cost job: cheapest first
                 if allocation is None:
                     faster = plans[:rank]
                 else:
@@ -213,7 +213,7 @@ class HeterogeneityAwareScheduler:
             if len(head) == ASSIGNED_JOBS:
                 break
             grid = None if job.job_id in movers else plan_grid_of(job, types)
-            if grid is None or not any(grid[1]) or job.objective != "time":
+            if grid is None or not any(grid[1]) or not job.buys_time:
                 continue  # a mover, a job with no usable plan, or one whose plans are ranked by cost
             if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
                 starving.append(job)
@@ -241,8 +241,7 @@ class HeterogeneityAwareScheduler:
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, lambda j: plan_options(j), step_seconds,
-                            self._requeue_gain_s)
+        return slow_runners(state, now, plan_options, step_seconds, self._requeue_gain_s)
 
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
                       reservation: _Reservation | None, now: float) -> list[Decision]:
@@ -288,7 +287,7 @@ class HeterogeneityAwareScheduler:
         # grow_min_gain restarts: 0 unless set for an ablation).
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
-        resizable = resizable_jobs(state, now, lambda j: plan_options(j), step_seconds,
+        resizable = resizable_jobs(state, now, plan_options, step_seconds,
                                    touched, short, self.grow_min_gain * restart_s)
         if not resizable:
             return []
