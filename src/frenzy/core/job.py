@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from frenzy.core.errors import InvalidConfigError
+from frenzy.core.hashing import fields_hash
 from frenzy.core.model import ModelArch, Positions
 from frenzy.core.training import TrainingConfig
 
@@ -16,8 +17,13 @@ class JobSpec:
     seq_len: int
     global_batch: int = 1  # sequences per optimizer step
     steps: int = 1
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        return self._hash  # frenzy.core.hashing
 
     def __post_init__(self):
+        object.__setattr__(self, "_hash", fields_hash(self))
         if self.seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
         if self.global_batch < 1:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import Enum
+
+from frenzy.core.hashing import fields_hash
 
 
 class Norm(Enum):
@@ -153,11 +155,10 @@ class ModelArch:
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
-        # Memory functions are cached per architecture; hashing every field each call would dominate.
-        return self._hash
+        return self._hash  # frenzy.core.hashing
 
     def __post_init__(self):
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)))
+        object.__setattr__(self, "_hash", fields_hash(self))
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
             if getattr(self, field_name) < 1:
                 raise ValueError(f"{self.name}: {field_name} must be positive")

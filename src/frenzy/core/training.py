@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, IntEnum
+
+from frenzy.core.hashing import fields_hash
 
 
 class Precision(Enum):
@@ -152,8 +154,13 @@ class TrainingConfig:
     lora_dropout: float = 0.0  # peft's default; LitGPT's scripts use 0.05
     # Normalised projection names: q, k, v, o, gate, up, down; or "all-linear".
     lora_targets: tuple[str, ...] = ("q", "v")
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        return self._hash  # frenzy.core.hashing
 
     def __post_init__(self):
+        object.__setattr__(self, "_hash", fields_hash(self))
         if self.lora_rank < 1:
             raise ValueError(f"lora_rank must be >= 1, got {self.lora_rank}")
         if not 0 <= self.lora_dropout < 1:

@@ -46,6 +46,15 @@ def _model_states(job: JobSpec, tp: int, pp: int, stage: int, dp: int, zero, mix
             params.layers)
 
 
+def model_state_floor_bytes(job: JobSpec, plan: ParallelPlan) -> int:
+    """A lower bound of estimate(job, plan).allocated_bytes that no activation enters: the busiest
+    stage's weights, gradients, optimizer state and step temporaries, all alive at the optimizer
+    step. Plan enumeration skips a shape whose floor already exceeds a GPU without estimating it."""
+    return max(sum(states[i] for i in (0, 2, 3, 5)) for states in (
+        _model_states(job, plan.tp, plan.pp, stage, plan.dp, plan.zero, plan.mixed_precision)
+        for stage in {0, plan.pp - 1}))
+
+
 def _qlora_dequant_bytes(job: JobSpec, plan: ParallelPlan) -> int:
     """QLoRA dequantises one frozen projection at a time to a 16-bit temporary (fused MoE experts
     are not quantised, so never dequantised)."""
@@ -89,10 +98,30 @@ def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, laye
     return head, (casts - head) // max(layers, 1)
 
 
+@lru_cache(maxsize=16384)  # a plan's micro-batches share these (a profiled family's depend on it)
+def _per_token_bytes(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, sp: bool, mixed, stage: int,
+                     micro_batch: int) -> tuple[int, ...]:
+    """(one layer's saved tensors, what lives outside the layers, a recomputed layer's tensors, one
+    layer's backward temporaries, the logits forward / between / backward) per token on `stage`."""
+    arch, seq = job.model, job.seq_len
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=recompute, sequence_parallel=sp,
+                        mixed_precision=mixed, micro_batch=micro_batch)
+    training = fsdp_mixed.compute_training(job.training, plan)  # what activations follow
+    last = stage == pp - 1
+    outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last, seq, recompute)
+    outside -= act.sequence_parallel_saving_bytes_per_token(arch, training, plan, last)
+    if stage == 0:
+        outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, seq)
+        outside += act.embedding_leaf_bytes_per_token(arch, training, plan)
+    logits = act.logits_bytes_per_token(arch, training, plan) if last else (0, 0, 0)
+    return (act.stored_bytes_per_token_per_layer(arch, training, plan, seq), outside,
+            act.recomputed_layer_bytes_per_token(arch, training, plan, seq),
+            act.layer_backward_temporary_bytes_per_token(arch, training, plan), *logits)
+
+
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
     """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
     arch = job.model
-    training = fsdp_mixed.compute_training(job.training, plan)  # what activations follow
     weights, casts, grads, opt, buckets, opt_temp, layers = _model_states(
         job, plan.tp, plan.pp, stage, plan.dp, plan.zero, plan.mixed_precision)
     last = stage == plan.pp - 1
@@ -100,24 +129,18 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     # Later micro-batches (accumulation, or a pipeline's steady state) run with gradients alive.
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
-    per_layer = act.stored_bytes_per_token_per_layer(arch, training, plan, job.seq_len) * tokens
-    outside = act.outside_layers_bytes_per_token(arch, training, stage == 0, last, job.seq_len,
-                                                plan.recompute)
-    outside -= act.sequence_parallel_saving_bytes_per_token(arch, training, plan, last)
-    if stage == 0:
-        outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, job.seq_len)
-        outside += act.embedding_leaf_bytes_per_token(arch, training, plan)
-    one_batch = layers * per_layer + outside * tokens + pipeline_stage.cached_output_bytes(
-        arch, training, plan, stage, job.seq_len)
-    buffers = pipeline_stage.receive_buffer_bytes(arch, training, plan, stage, job.seq_len)
+    per_layer, outside, recomputed, layer_temp, *logits = (n * tokens for n in _per_token_bytes(
+        job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute, plan.sequence_parallel, plan.mixed_precision,
+        stage, plan.micro_batch if arch.profile_key else 1))
+    one_batch, buffers = layers * per_layer + outside, 0
+    if plan.pp > 1:  # a pipeline stage's cached output and receive buffers
+        training = fsdp_mixed.compute_training(job.training, plan)
+        one_batch += pipeline_stage.cached_output_bytes(arch, training, plan, stage, job.seq_len)
+        buffers = pipeline_stage.receive_buffer_bytes(arch, training, plan, stage, job.seq_len)
     # Under recomputation backward re-runs one layer's forward: its activations come back.
-    recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
-    layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
-    logits_fwd = logits_bwd = head_grad = 0
-    if last:
-        logits_fwd, _, logits_bwd = (n * tokens for n in act.logits_bytes_per_token(arch, training, plan))
-        head_grad = _head_gradient_bytes(job, plan)
+    logits_fwd, _, logits_bwd = logits
+    head_grad = _head_gradient_bytes(job, plan) if last else 0
     if plan.fsdp_param_dtype:
         inflight = pipeline_stage.in_flight_micro_batches(plan, stage)
         return _fsdp_param_candidates(job, plan, stage, (weights, grads, opt, opt_temp, early_grads), (
@@ -210,7 +233,9 @@ def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage
     if stage is not None and not 0 <= stage < plan.pp:
         raise ValueError(f"stage {stage} is not one of the plan's {plan.pp} pipeline stages")
     stages = {0, plan.pp - 1} if stage is None else {stage}
-    phase, parts = max((c for s in stages for c in _stage_candidates(job, plan, s)), key=lambda c: sum(c[1]))
+    candidates = [c for s in stages for c in _stage_candidates(job, plan, s)]
+    totals = [sum(parts) for _, parts in candidates]
+    phase, parts = candidates[totals.index(max(totals))]  # the first of equal peaks
     allocated = sum(parts)
     persistent = parts[0] + parts[1] + parts[2]
     allocator = allocator_overhead_bytes(allocated, allocated - persistent)

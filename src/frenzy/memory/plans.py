@@ -29,7 +29,7 @@ from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_par
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
 from frenzy.core.worker_support import unsupported_reason
-from frenzy.memory.estimate import estimate
+from frenzy.memory.estimate import estimate, model_state_floor_bytes
 from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, check_margin, dtype_problem, usable_bytes
 from frenzy.memory.result import MemoryEstimate
 from frenzy.perf.step import step_time
@@ -206,6 +206,16 @@ def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPla
     return (variant, other) if other.required_bytes < memory.required_bytes else (plan, memory)
 
 
+def _model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
+    """Bytes every micro-batch of `shape` needs at least, in whichever precision mode it would run
+    (leaner_precision_mode): a type with less room fits none of them, so it costs no estimate."""
+    floor = model_state_floor_bytes(job, shape)
+    if supports_fsdp_param_dtype(job.training, shape):
+        variant = replace(shape, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
+        floor = min(floor, model_state_floor_bytes(job, variant))
+    return floor
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Search:
     """What one enumeration compares shapes against: per GPU type its capacity and GPU-count limit."""
@@ -293,7 +303,9 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
                                     max_micro_batch or MAX_MICRO_BATCH):
             runnable = unsupported_reason(job, shape) is None
-            types = [g for g in open_types.get(runnable, ()) if g.gpus_per_node >= shape.tp]
+            floor = _model_state_floor(job, shape)
+            types = [g for g in open_types.get(runnable, ())
+                     if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floor]
             if types:
                 new = _fitting(search, shape, micro, types, best_micro, runnable)
                 for choice in new:
@@ -305,17 +317,17 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
 def offered(job: JobSpec, found: Sequence[PlanChoice], rank: RankKey, faster: int) -> list[PlanChoice]:
     """Per GPU type (runnable and not apart): the best plan by `rank` at the smallest GPU count, then
     up to `faster` plans the perf model predicts faster than it, best by `rank` first. Ranked."""
-    groups: dict[tuple[str, bool], list[PlanChoice]] = {}
-    for c in found:
-        groups.setdefault((c.gpu.name, c.runnable), []).append(c)
+    ranked = sorted(found, key=rank)  # each plan ranked once; a group keeps this order
+    seconds = [step_time(job, c.plan, c.gpu).total_s for c in ranked]
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for i, c in enumerate(ranked):
+        groups.setdefault((c.gpu.name, c.runnable), []).append(i)
     kept = []
-    for plans in groups.values():
-        fewest = min(c.num_gpus for c in plans)
-        first = min((c for c in plans if c.num_gpus == fewest), key=rank)
-        seconds = step_time(job, first.plan, first.gpu).total_s
-        quicker = [c for c in plans if step_time(job, c.plan, c.gpu).total_s < seconds]
-        kept += [first, *sorted(quicker, key=rank)[:faster]]
-    return sorted(kept, key=rank)
+    for members in groups.values():
+        fewest = min(ranked[i].num_gpus for i in members)
+        first = next(i for i in members if ranked[i].num_gpus == fewest)
+        kept += [first, *[i for i in members if seconds[i] < seconds[first]][:faster]]
+    return [ranked[i] for i in sorted(kept)]
 
 
 def plan_job(job: JobSpec, gpus: Sequence[GpuType], *, rank: RankKey = rank_by_gpus_then_headroom,

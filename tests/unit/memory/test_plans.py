@@ -82,3 +82,33 @@ def test_a_plan_that_cannot_lay_out_the_model_says_what_to_change(plan, says):
     with pytest.raises(ValueError, match=says):
         check_plan(job("llama-3.1-8b", seq=2047), plan)
     check_plan(job("llama-3.1-8b", seq=2048), ParallelPlan(tp=8, pp=32, sequence_parallel=True))
+
+
+@pytest.mark.parametrize("model, method", [("llama-3.1-8b", Method.FULL), ("mixtral-8x7b-v0.1", Method.FULL),
+                                           ("gpt2-xl", Method.FULL), ("qwen2.5-14b", Method.LORA),
+                                           ("llama-3.1-8b", Method.QLORA)])
+def test_the_model_state_floor_that_skips_shapes_is_below_every_estimate(model, method):
+    # Enumeration skips a GPU type for a shape whose floor exceeds the type's room without estimating
+    # any micro-batch: exact only if no estimate of the shape falls below its floor.
+    from itertools import product
+
+    from frenzy.core.plan import MixedPrecisionMode, supports_fsdp_param_dtype
+    from frenzy.core.training import Recompute, ZeroStage
+    from frenzy.memory.estimate import estimate, model_state_floor_bytes
+
+    j = job(model, batch=16, seq=1024, method=method)
+    checked = 0
+    for dp, tp, pp, zero, rc, micro in product((1, 4), (1, 2), (1, 2), ZeroStage, (Recompute.NONE, Recompute.FULL),
+                                               (1, 2)):
+        shape = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=rc, micro_batch=micro,
+                             grad_accum=16 // dp // micro)
+        modes = [MixedPrecisionMode.AUTOCAST]
+        if supports_fsdp_param_dtype(j.training, shape):
+            modes.append(MixedPrecisionMode.FSDP2_PARAM)
+        for mode in modes:
+            plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=rc, micro_batch=micro,
+                                grad_accum=16 // dp // micro, mixed_precision=mode)
+            floor = model_state_floor_bytes(j, plan)
+            assert 0 < floor <= estimate(j, plan).allocated_bytes, plan
+            checked += 1
+    assert checked > 64
