@@ -108,13 +108,17 @@ def login(token: Annotated[Optional[str], typer.Option(help="the token `frenzy t
     """Save a token in ~/.frenzy/credentials (0600) for the frenzy commands, and check it with the server.
 
     --json: {"credentials": path, "checked": the server answered, "accepted": it took the token}."""
-    from frenzy.cli.client import ApiError, Client, write_credentials
+    from frenzy.cli.client import ApiError, Client, check_token, write_credentials
 
     if token is None:
         token = typer.prompt("token", hide_input=True, err=True)
     token = token.strip()
     if not token:
         raise fail("the token is empty; pass the one `frenzy token create` printed")
+    try:  # never saved: no request could send it
+        check_token(token)
+    except ApiError as exc:
+        raise fail(exc.detail) from None
     try:
         path = write_credentials(token)
     except OSError as exc:
