@@ -104,6 +104,17 @@ def default_url() -> str:
     return f"sqlite:///{DEFAULT_DB_PATH.expanduser()}"
 
 
+def open_error(db_url: str | None, exc: Exception) -> str:
+    """One line for a store that could not be opened (a bad URL, no database there, no driver, a
+    file that is no store), naming the URL without its password."""
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0]
+    try:
+        shown = sa.engine.make_url(db_url or default_url()).render_as_string(hide_password=True)
+    except sa.exc.SQLAlchemyError:
+        shown = "given"
+    return f"cannot open the job store {shown} ({type(exc).__name__}: {reason})"
+
+
 def _sqlite_pragmas(dbapi_conn, _record):
     # WAL lets the API read while the loop writes; busy_timeout rides out the short write locks.
     cur = dbapi_conn.cursor()

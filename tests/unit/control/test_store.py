@@ -92,3 +92,18 @@ def test_an_empty_file_becomes_a_private_store(tmp_path):
     SqlJobStore(f"sqlite:///{path}").create_job(name="a", request={}, priority=0, now=1.0)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert SqlJobStore(f"sqlite:///{path}").list_jobs()[0].name == "a"  # a store now: opened again
+
+
+def test_serve_and_token_commands_name_a_file_that_is_no_store(tmp_path):
+    from typer.testing import CliRunner
+
+    from frenzy.cli.main import app
+
+    path = tmp_path / "passwd"
+    path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    path.chmod(0o644)
+    for args in (["serve", "--db-url", f"sqlite:///{path}"], ["token", "list", "--db-url", f"sqlite:///{path}"]):
+        out = CliRunner().invoke(app, args)
+        assert out.exit_code != 0 and "cannot open the job store" in out.output and "not a SQLite database" in \
+            out.output and "Traceback" not in out.output and "internal error" not in out.output, out.output
+    assert path.stat().st_mode & 0o777 == 0o644
