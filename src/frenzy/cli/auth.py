@@ -18,28 +18,22 @@ from frenzy.cli.serve import Url
 
 token_app = typer.Typer(help="API tokens (run on the server machine: they are written to the job store).",
                         no_args_is_help=True)
+HOW_TO_NAME_A_STORE = ("pass --db-url sqlite:///PATH or postgresql://USER@HOST/DB (the server's), or set "
+                       "FRENZY_DB_URL")
 DbUrl = Annotated[Optional[str], typer.Option(help="the server's job store (default $FRENZY_DB_URL or sqlite "
                                                    "~/.frenzy/frenzy.db)")]
 
 
 def _store(db_url):
     """The job store, or one line saying why it cannot be opened (a bad URL, no database there, no driver)."""
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
-    from frenzy.control.store import SqlJobStore, default_url
+    from frenzy.control.store import SqlJobStore, open_error
 
     try:
         return SqlJobStore(db_url)
     except (SQLAlchemyError, ImportError, OSError) as exc:
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0]
-        try:  # never print a password the URL holds
-            shown = make_url(db_url or default_url()).render_as_string(hide_password=True)
-        except SQLAlchemyError:
-            shown = "given"
-        raise fail(f"cannot open the job store {shown} ({type(exc).__name__}: {reason})",
-                   "pass --db-url sqlite:///PATH or postgresql://USER@HOST/DB (the server's), or set "
-                   "FRENZY_DB_URL") from None
+        raise fail(open_error(db_url, exc), HOW_TO_NAME_A_STORE) from None
 
 
 @token_app.command("create")
@@ -108,13 +102,17 @@ def login(token: Annotated[Optional[str], typer.Option(help="the token `frenzy t
     """Save a token in ~/.frenzy/credentials (0600) for the frenzy commands, and check it with the server.
 
     --json: {"credentials": path, "checked": the server answered, "accepted": it took the token}."""
-    from frenzy.cli.client import ApiError, Client, write_credentials
+    from frenzy.cli.client import ApiError, Client, check_token, write_credentials
 
     if token is None:
         token = typer.prompt("token", hide_input=True, err=True)
     token = token.strip()
     if not token:
         raise fail("the token is empty; pass the one `frenzy token create` printed")
+    try:  # never saved: no request could send it
+        check_token(token)
+    except ApiError as exc:
+        raise fail(exc.detail) from None
     try:
         path = write_credentials(token)
     except OSError as exc:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 
@@ -16,6 +19,9 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 TOKEN_ENV = "FRENZY_TOKEN"
 CREDENTIALS_ENV = "FRENZY_CREDENTIALS"  # another credentials file (tests, several servers)
 DEFAULT_CREDENTIALS = Path("~/.frenzy/credentials")
+# What an HTTP header can carry: printable ASCII without spaces (`frz.<id>.<secret>` always is).
+TOKEN_TEXT = re.compile(r"[!-~]{1,512}")
+LOGIN_AGAIN = "run `frenzy login` again with the token `frenzy token create` printed"
 
 
 class ApiError(RuntimeError):
@@ -29,20 +35,51 @@ def credentials_path() -> Path:
 
 
 def read_credentials(path: Path | None = None) -> str | None:
-    """The token in the credentials file, None if there is none; ApiError if others may read it."""
+    """The token in the credentials file, None if there is none; ApiError if others may read it or
+    it is not a file `frenzy login` wrote."""
     path = path or credentials_path()
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:  # no blocking on a FIFO, no following a link someone else may point anywhere
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ApiError(0, f"cannot read the credentials file {path} ({exc})") from None
-    with os.fdopen(fd) as f:
-        mode = os.fstat(f.fileno()).st_mode & 0o777
+        raise ApiError(0, f"cannot read the credentials file {path} ({exc.strerror or exc}); {LOGIN_AGAIN}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ApiError(0, f"the credentials file {path} is not a regular file; remove it and {LOGIN_AGAIN}")
+        mode = info.st_mode & 0o777
         if mode & 0o077:
             raise ApiError(0, f"refusing to read {path}: its mode is {mode:o}, so others may read the token in "
                               f"it; run `chmod 600 {path}` (or `frenzy login` again)")
-        return json.loads(f.read() or "{}").get("token") or None
+        raw = os.read(fd, 64 * 1024)
+    finally:
+        os.close(fd)
+    try:
+        token = json.loads(raw or b"{}").get("token")
+    except (ValueError, AttributeError):  # not JSON, or JSON but not an object
+        token = False
+    if token is not None and not isinstance(token, str):
+        raise ApiError(0, f"the credentials file {path} is not one `frenzy login` wrote; {LOGIN_AGAIN}")
+    return token or None
+
+
+def check_token(token: str) -> str:
+    """The token, if an Authorization header can carry it; ApiError saying what to do otherwise."""
+    if not TOKEN_TEXT.fullmatch(token):
+        raise ApiError(0, "the token holds spaces, characters no token has, or too many of them (a token is "
+                          f"`frz.<id>.<secret>`, printable ASCII); {LOGIN_AGAIN} or set FRENZY_TOKEN to it")
+    return token
+
+
+def api_path(*parts: str) -> str:
+    """'/v1/' and the parts, each one quoted path segment: an id or a name given on the command line
+    (`../teams/x`, `a?b`) never addresses another route or adds a query."""
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ApiError(0, f"'{part}' is not a name or id Frenzy gives; pass one that `frenzy jobs` or "
+                              "`frenzy team list` shows")
+    return "/v1/" + "/".join(quote(part, safe="") for part in parts)
 
 
 def write_credentials(token: str, path: Path | None = None) -> Path:
@@ -58,35 +95,58 @@ def write_credentials(token: str, path: Path | None = None) -> Path:
     return path
 
 
+def _bad_url(url: str, exc: Exception) -> ApiError:
+    return ApiError(0, f"the server URL {url!r} is not usable ({exc}); pass --url or set FRENZY_URL to one like "
+                       f"{DEFAULT_URL}")
+
+
 class Client:
     def __init__(self, url: str | None = None, timeout: float = 30.0, token: str | None = None):
         self.url = (url or os.environ.get("FRENZY_URL") or DEFAULT_URL).rstrip("/")
-        self.token_error: ApiError | None = None
+        self.setup_error: ApiError | None = None  # what stops every call: credentials, token or URL unusable
         if token is None:
             token = os.environ.get(TOKEN_ENV) or None
-        if token is None:
-            try:
+        try:  # an error is raised at the first call, where the CLI reports errors
+            if token is None:
                 token = read_credentials()
-            except ApiError as exc:  # raised at the first call, where the CLI reports errors
-                self.token_error = exc
+            if token is not None:
+                check_token(token)
+        except ApiError as exc:
+            self.setup_error, token = exc, None
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        self.http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+        try:
+            self.http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+        except httpx.InvalidURL as exc:
+            self.setup_error = _bad_url(self.url, exc)
+            self.http = httpx.Client(timeout=timeout)  # never sends: every call raises setup_error first
 
     def _call(self, method: str, path: str, **kwargs):
-        if self.token_error is not None:
-            raise self.token_error
-        try:
-            r = self.http.request(method, path, **kwargs)
-        except httpx.ConnectError as exc:
-            raise ApiError(0, f"cannot reach the Frenzy server at {self.url} ({exc}); start it with "
-                              "`frenzy serve` or set FRENZY_URL") from None
+        if self.setup_error is not None:
+            raise self.setup_error
+        r = self._send(method, path, **kwargs)
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text
             raise ApiError(r.status_code, str(detail))
-        return r.json()
+        try:
+            return r.json()
+        except ValueError:
+            raise ApiError(0, f"{self.url} answered {method} {path} with something other than JSON; check that "
+                              "FRENZY_URL (or --url) names a Frenzy server") from None
+
+    def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
+        try:
+            return self.http.request(method, path, **kwargs)
+        except httpx.ConnectError as exc:
+            raise ApiError(0, f"cannot reach the Frenzy server at {self.url} ({exc}); start it with "
+                              "`frenzy serve` or set FRENZY_URL") from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise _bad_url(self.url, exc) from None
+        except httpx.HTTPError as exc:  # a timeout, a dropped connection, a reply that is not HTTP
+            raise ApiError(0, f"no answer from the Frenzy server at {self.url} ({type(exc).__name__}: {exc}); "
+                              "check that it runs (`frenzy serve`) and that FRENZY_URL names it") from None
 
     def submit(self, spec: dict) -> dict:
         return self._call("POST", "/v1/jobs", json=spec)
@@ -95,33 +155,39 @@ class Client:
         return self._call("GET", "/v1/jobs", params={"state": state} if state else None)
 
     def job(self, job_id: str) -> dict:
-        return self._call("GET", f"/v1/jobs/{job_id}")
+        return self._call("GET", api_path("jobs", job_id))
 
     def logs(self, job_id: str, after: int = 0) -> dict:
-        return self._call("GET", f"/v1/jobs/{job_id}/logs", params={"after": after})
+        return self._call("GET", api_path("jobs", job_id, "logs"), params={"after": after})
 
     def cancel(self, job_id: str) -> dict:
-        return self._call("DELETE", f"/v1/jobs/{job_id}")
+        return self._call("DELETE", api_path("jobs", job_id))
 
     def artifacts(self, job_id: str) -> dict:
-        return self._call("GET", f"/v1/jobs/{job_id}/artifacts")
+        return self._call("GET", api_path("jobs", job_id, "artifacts"))
 
     def download(self, job_id: str, path: str, folder: Path) -> Path:
         """Stream one artifact into folder/path (written beside, then renamed: never half a file)."""
-        if self.token_error is not None:
-            raise self.token_error
+        if self.setup_error is not None:
+            raise self.setup_error
         target = (folder / path).resolve()
         if not target.is_relative_to(folder.resolve()):
             raise ApiError(0, f"the server named an artifact outside the download folder: {path}")
+        url = api_path("jobs", job_id, "artifacts", *path.split("/"))
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".part")
-        with self.http.stream("GET", f"/v1/jobs/{job_id}/artifacts/{path}") as r:
-            if r.status_code >= 400:
-                r.read()
-                raise ApiError(r.status_code, str(r.json().get("detail", r.text)))
-            with open(partial, "wb") as out:
-                for chunk in r.iter_bytes(1 << 20):
-                    out.write(chunk)
+        try:
+            with self.http.stream("GET", url) as r:
+                if r.status_code >= 400:
+                    r.read()
+                    raise ApiError(r.status_code, str(r.json().get("detail", r.text)))
+                with open(partial, "wb") as out:
+                    for chunk in r.iter_bytes(1 << 20):
+                        out.write(chunk)
+        except httpx.HTTPError as exc:
+            partial.unlink(missing_ok=True)
+            raise ApiError(0, f"the download of {path} from {self.url} broke off ({type(exc).__name__}: {exc}); "
+                              "run the command again") from None
         os.replace(partial, target)
         return target
 

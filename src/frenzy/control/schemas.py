@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from frenzy.control import request as r
 
-# A name is printable text of at most MAX_NAME_CHARS characters: no NUL or control character, which
-# PostgreSQL refuses in text and a terminal would interpret; lone surrogates are refused by pydantic.
-PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+# A name is printable text of at most MAX_NAME_CHARS characters: no NUL (PostgreSQL refuses it in
+# text), no control character a terminal would interpret (C0, DEL and the C1 range, whose 0x9b starts
+# an escape sequence on some terminals), and no bidirectional override or isolate, which would make
+# `frenzy jobs` show a name other than the one stored. Lone surrogates are refused by pydantic.
+PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*$"
 NAME_PATTERN = PRINTABLE
 MAX_LIST_ITEMS = 64
 MAX_CONFIG_DEPTH = 32  # real HF configs nest 3 levels (rope_scaling, quantization_config, text_config)

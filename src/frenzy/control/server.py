@@ -9,12 +9,14 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from frenzy.control.inputs import InputPolicy
 from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES
 from frenzy.control.loop import ControlLoop, LoopSettings
 from frenzy.control.ports import SystemClock
 from frenzy.control.service import ControlService
-from frenzy.control.store import SqlJobStore
+from frenzy.control.store import SqlJobStore, open_error
 from frenzy.core.errors import InvalidConfigError
 
 log = logging.getLogger("frenzy.server")
@@ -48,7 +50,11 @@ def build(settings: ServerSettings):
         inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)
     except InvalidConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
-    store = SqlJobStore(settings.db_url)  # first: no Ray cluster is started for a server that is refused
+    try:  # first: no Ray cluster is started for a server that is refused
+        store = SqlJobStore(settings.db_url)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        raise SystemExit(f"error: {open_error(settings.db_url, exc)}; pass --db-url sqlite:///PATH or "
+                         "postgresql://USER@HOST/DB, or set FRENZY_DB_URL") from None
     try:
         check_listen(settings.host, store)
     except SystemExit:

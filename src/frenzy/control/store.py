@@ -22,6 +22,7 @@ from sqlalchemy import event
 
 from frenzy.control.records import LOCAL_USER, AttemptRecord, JobRecord, TokenRecord
 from frenzy.control.states import AttemptOutcome, JobState, check_transition
+from frenzy.control.sqlite_file import private_sqlite_file
 from frenzy.control.teams import TeamStoreMixin, declare_tables
 
 DEFAULT_DB_PATH = Path("~/.frenzy/frenzy.db")
@@ -103,25 +104,15 @@ def default_url() -> str:
     return f"sqlite:///{DEFAULT_DB_PATH.expanduser()}"
 
 
-def _private_sqlite_file(url: str) -> None:
-    """Create a SQLite database file 0600 in a 0700 folder before SQLite does (SQLite gives its -wal
-    and -shm files the database file's mode), and narrow an existing one that is wider."""
-    database = sa.engine.make_url(url).database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    path = Path(database)  # as SQLite will open it (no ~ expansion)
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
-    elif path.parent == DEFAULT_DB_PATH.expanduser().parent and path.parent.stat().st_mode & 0o077:
-        try:
-            path.parent.chmod(0o700)  # ~/.frenzy is Frenzy's own: earlier versions made it 0755
-        except PermissionError:
-            pass
-    if not path.exists():
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        if f.exists() and f.stat().st_mode & 0o077 and f.stat().st_uid == os.getuid():
-            f.chmod(0o600)
+def open_error(db_url: str | None, exc: Exception) -> str:
+    """One line for a store that could not be opened (a bad URL, no database there, no driver, a
+    file that is no store), naming the URL without its password."""
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0]
+    try:
+        shown = sa.engine.make_url(db_url or default_url()).render_as_string(hide_password=True)
+    except sa.exc.SQLAlchemyError:
+        shown = "given"
+    return f"cannot open the job store {shown} ({type(exc).__name__}: {reason})"
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -156,7 +147,7 @@ class SqlJobStore(TeamStoreMixin):
         self.url = url or default_url()
         kwargs: dict[str, Any] = {}
         if self.url.startswith("sqlite"):
-            _private_sqlite_file(self.url)
+            private_sqlite_file(self.url, DEFAULT_DB_PATH.expanduser().parent)
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine = sa.create_engine(self.url, **kwargs)
         # SQLite has one writer at a time, and a writer that finds the lock taken sleeps in growing steps

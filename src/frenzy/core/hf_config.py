@@ -72,15 +72,13 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
     model's module tree with activations profiled by the tracer (frenzy.core.generic)."""
     from frenzy.core.scope import require_causal_lm
 
+    model_type = config_family(cfg)
     require_causal_lm(cfg, name, supported=PARSERS)  # encoder, encoder-decoder and SSM models: why not, and what instead
     for part in (cfg, cfg.get("text_config")):
         if isinstance(part, dict):  # sizes beyond any trained LM would make even the formulas run for ever
             check_config_size(part)
     if profiled:
         return generic_arch(cfg, name)
-    model_type = cfg.get("model_type")
-    if model_type is None and "QWenLMHeadModel" in cfg.get("architectures", []):
-        model_type = cfg["model_type"] = "qwen"
     if model_type not in PARSERS:
         # No formula: the family is described by its real module tree and a traced profile.
         return generic_arch(cfg, name)
@@ -90,6 +88,35 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
         if isinstance(exc, InvalidConfigError):
             raise
         raise InvalidConfigError(f"{name}: config.json is inconsistent ({exc}); check its sizes") from exc
+
+
+def config_family(cfg: Config) -> str:
+    """The config's model_type, which every later step dispatches on (the original Qwen's configs
+    name only their architecture: model_type is set for them). Refused at once, before transformers
+    is imported, when it is missing or not text, or when `architectures` is not a list of class names:
+    such a config is no Hugging Face config, and a value of another JSON type would only fail later."""
+    for part, where in ((cfg, "config.json"), (cfg.get("text_config"), "its text_config")):
+        if not isinstance(part, dict):
+            continue
+        architectures, kind = part.get("architectures"), part.get("model_type")
+        if architectures is not None and not (isinstance(architectures, list)
+                                              and all(isinstance(a, str) for a in architectures)):
+            raise InvalidConfigError(f"{where} has architectures={_shown(architectures)}, not a list of "
+                                     "model class names; fix it or leave it out")
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidConfigError(f"{where} has model_type={_shown(kind)}, not the name of a model "
+                                     "family; write it as text (e.g. \"llama\")")
+    if cfg.get("model_type") is None and "QWenLMHeadModel" in (cfg.get("architectures") or []):
+        cfg["model_type"] = "qwen"
+    if not cfg.get("model_type"):
+        raise InvalidConfigError("config.json has no model_type, which names the model's family; add it "
+                                 "(e.g. \"model_type\": \"llama\") or pass the model's own config.json")
+    return cfg["model_type"]
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_config(name_or_path: str) -> tuple[Config, str]:

@@ -166,6 +166,10 @@ class ModelArch:
             raise ValueError(f"{self.name}: num_heads {self.num_heads} not a multiple of kv heads {self.num_kv_heads}")
         if self.num_experts and not 0 < self.experts_per_token <= self.num_experts:
             raise ValueError(f"{self.name}: experts_per_token must be in 1..num_experts")
+        for field_name in ("attention_dropout", "hidden_dropout"):  # the formulas compare them with 0
+            p = getattr(self, field_name)
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+                raise ValueError(f"{self.name}: {field_name} must be a probability in [0, 1), got {p!r}")
 
     # ---- parameter counts --------------------------------------------------------------
 

@@ -21,10 +21,12 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def build_client(tmp_path: Path, inputs: InputPolicy | None = None,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, auth: AuthSettings | None = None) -> TestClient:
-    """A client of the real app. Requests may name files in the repository's examples/ and the
-    test's own folder, as a server started with --data-root for each would allow."""
-    store = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}")
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, auth: AuthSettings | None = None,
+                 db_url: str | None = None) -> TestClient:
+    """A client of the real app (on SQLite in tmp_path unless db_url names another store). Requests
+    may name files in the repository's examples/ and the test's own folder, as a server started with
+    --data-root for each would allow."""
+    store = SqlJobStore(db_url or f"sqlite:///{tmp_path / 'f.db'}")
     executor = InProcessExecutor([node("big-0", "A100-SXM-80G", 2, 3 * GiB),
                                   node("small-0", "A10G-24G", 4, int(1.5 * GiB))])
     clock = FakeClock()

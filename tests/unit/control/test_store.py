@@ -62,3 +62,48 @@ def test_sqlite_uses_wal(url):
     store = SqlJobStore(url)
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+@pytest.mark.parametrize("make", ["text", "folder", "fifo"])
+def test_a_url_naming_a_file_that_is_no_store_leaves_it_untouched(tmp_path, make):
+    """`--db-url sqlite:////etc/passwd` once narrowed /etc/passwd to 0600 before SQLite said it was not
+    a database: now nothing but a SQLite file (or a new one) is opened, chmod-ed or written."""
+    import os
+    import stat
+
+    import sqlalchemy as sa
+
+    path = tmp_path / "not-a-store"
+    {"text": lambda: path.write_text("root:x:0:0:root:/root:/bin/bash\n"), "folder": path.mkdir,
+     "fifo": lambda: os.mkfifo(path)}[make]()
+    path.chmod(0o755 if make == "folder" else 0o644)
+    before = (stat.S_IMODE(path.stat().st_mode), path.read_text() if make == "text" else None)
+    with pytest.raises(sa.exc.ArgumentError, match="sqlite:///PATH"):
+        SqlJobStore(f"sqlite:///{path}")
+    assert (stat.S_IMODE(path.stat().st_mode), path.read_text() if make == "text" else None) == before
+    assert not (tmp_path / "not-a-store-wal").exists()
+
+
+def test_an_empty_file_becomes_a_private_store(tmp_path):
+    import stat
+
+    path = tmp_path / "new.db"
+    path.touch(mode=0o644)
+    SqlJobStore(f"sqlite:///{path}").create_job(name="a", request={}, priority=0, now=1.0)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert SqlJobStore(f"sqlite:///{path}").list_jobs()[0].name == "a"  # a store now: opened again
+
+
+def test_serve_and_token_commands_name_a_file_that_is_no_store(tmp_path):
+    from typer.testing import CliRunner
+
+    from frenzy.cli.main import app
+
+    path = tmp_path / "passwd"
+    path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    path.chmod(0o644)
+    for args in (["serve", "--db-url", f"sqlite:///{path}"], ["token", "list", "--db-url", f"sqlite:///{path}"]):
+        out = CliRunner().invoke(app, args)
+        assert out.exit_code != 0 and "cannot open the job store" in out.output and "not a SQLite database" in \
+            out.output and "Traceback" not in out.output and "internal error" not in out.output, out.output
+    assert path.stat().st_mode & 0o777 == 0o644

@@ -1,0 +1,104 @@
+"""Requests beyond issue 25's list, found by trying what an attacker would on loopback: each used to
+answer 500 (or, for a config without model_type, take seconds importing transformers); each is now
+a 4xx in the API's error shape within a second, and nothing is queued."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from frenzy.control.states import AttemptOutcome, JobState
+from frenzy.core import catalog
+from tests.unit.control.test_hostile_inputs import TINY_CONFIG, _refused, _timed
+
+TINY = json.loads(TINY_CONFIG.read_text())
+
+
+def test_a_log_sequence_number_is_bounded_however_it_is_written(client):
+    job = client.post("/v1/jobs", json={"model": "gpt2", "steps": 2}).json()["id"]
+    # Python's int() reads "9_9" as 99: the bound is on the number, not on its digits.
+    for after in ("9_" * 30 + "9", f"{2**63}", "+" + "9" * 19):
+        r = _timed(client.get, f"/v1/jobs/{job}/logs", params={"after": after})
+        assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["query", "after"], r.text
+    assert client.get(f"/v1/jobs/{job}/logs", params={"after": f"{2**63 - 1}"}).status_code == 200
+
+
+def test_a_state_filter_is_never_repeated_at_length(client):
+    r = _timed(client.get, "/v1/jobs", params={"state": "x" * 50_000})
+    assert r.status_code == 422 and len(r.content) < 4096, len(r.content)
+    assert client.get("/v1/jobs", params={"state": " Queued "}).status_code == 200
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"model_type": [1]}, ["model_type=[1]", "as text"]),
+    ({"model_type": {"a": 1}}, ["model_type="]),
+    ({"model_type": 5}, ["model_type=5"]),
+    ({"model_type": None}, ["no model_type"]),
+    ({"model_type": ""}, ["no model_type"]),
+    ({"architectures": 5}, ["architectures=5", "list of model class names"]),
+    ({"architectures": [1]}, ["architectures=[1]"]),
+    ({"architectures": "LlamaForCausalLM"}, ["architectures="]),
+    ({"text_config": {"model_type": [1]}}, ["text_config has model_type=[1]"]),
+    ({"attention_dropout": "x"}, ["attention_dropout", "[0, 1)"]),
+])
+def test_config_fields_of_another_json_type_are_a_422_saying_which(client, change, words):
+    config = {k: v for k, v in {**TINY, **change}.items() if v is not None}
+    detail = _refused(client, {"hf_config": config})["detail"]
+    assert all(w in detail for w in words), detail
+
+
+@pytest.mark.parametrize("dropout", [None, "x", 1.5, -0.1, True])
+def test_a_dropout_that_is_no_probability_is_a_422(client, dropout):
+    config = {**catalog.model_config("openai/gpt-oss-20b"), "attention_dropout": dropout}
+    assert "attention_dropout must be a probability" in _refused(client, {"hf_config": config})["detail"]
+
+
+@pytest.mark.parametrize("name", ["a\x9b31mb", "a\u202eb", "a\u2066b\u2069", "\x85"])
+def test_names_a_terminal_would_interpret_or_reorder_are_refused(client, name):
+    assert ["name"] in [e["loc"] for e in _refused(client, {"model": "gpt2", "name": name})["errors"]]
+
+
+def test_names_in_any_script_are_kept(client):
+    r = client.post("/v1/jobs", json={"model": "gpt2", "steps": 2, "name": "Zürich 東京 😀"})
+    assert r.status_code == 201 and client.get(f"/v1/jobs/{r.json()['id']}").json()["name"] == "Zürich 東京 😀"
+
+
+def test_cancels_racing_attempts_that_end_leave_every_job_ended_once(client):
+    """The API cancels every job while the loop runs on its own thread (as in `frenzy serve`) and every
+    attempt it launches ends at once (succeeded, lost, OOM or failed in turn): no step fails, each job
+    ends cancelled or succeeded, nothing is left running, and no attempt is launched twice."""
+    outcomes = [AttemptOutcome.SUCCEEDED, AttemptOutcome.LOST, AttemptOutcome.OOM, AttemptOutcome.FAILED]
+    jobs = [client.post("/v1/jobs", json={"model": str(TINY_CONFIG), "global_batch": 16, "seq_len": 256,
+                                          "steps": 3}).json()["id"] for _ in range(12)]
+    stop, errors, ended = threading.Event(), [], [0]
+    executor = client.executor
+
+    def step():
+        try:
+            client.loop.step()
+        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(exc)
+        for launch in [la for la in executor.launched if (la.job_id, la.attempt) in executor.alive]:
+            executor.finish(launch, outcome=outcomes[ended[0] % len(outcomes)], error="ended")
+            ended[0] += 1
+
+    loop = threading.Thread(target=lambda: [step() for _ in iter(stop.is_set, True)])
+    loop.start()
+    try:
+        for job in jobs:
+            assert client.delete(f"/v1/jobs/{job}").status_code == 200
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+    for _ in range(3):  # the steps that follow the last cancel
+        step()
+    assert not errors, errors
+    assert ended[0] > 0 and not executor.alive
+    states = {job: client.store.get_job(job).state for job in jobs}
+    assert set(states.values()) <= {JobState.CANCELLED, JobState.SUCCEEDED}, states
+    for job in jobs:
+        launched = sorted(la.attempt for la in executor.launched if la.job_id == job)
+        attempts = client.store.attempts(job)
+        assert launched == [a.number for a in attempts] and all(a.outcome.is_final for a in attempts), attempts
