@@ -13,7 +13,8 @@ from frenzy.core.model import ModelArch
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute, TrainingConfig
 from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_input_bytes, layer_inventory,
-                                           mlp_saved, norm_saved, qk_norm_saved, residual_bytes)
+                                           mlp_saved, norm_saved, qk_norm_saved, residual_bytes,
+                                           routed_expert_width)
 from frenzy.memory.layer_mla import dense_layer_arch
 from frenzy.memory.profiled import activation_profile
 from frenzy.memory.selective import (selective_cache_bytes_per_token, selective_is_modelled,
@@ -101,7 +102,8 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     residual-stream gradients plus the MLP's intermediate gradients (gate/up/product, 16-bit)."""
     c = training.precision.compute_bytes
     r = residual_bytes(training.precision)
-    inter = arch.intermediate_size // plan.tp * (arch.experts_per_token or 1)
+    inter = (routed_expert_width(arch, plan) if arch.is_moe else arch.intermediate_size // plan.tp) * (
+        arch.experts_per_token or 1)
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
 
 
