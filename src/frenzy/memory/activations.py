@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from frenzy.core.model import ModelArch
+from frenzy.core.model import ModelArch, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute, TrainingConfig
 from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_input_bytes, layer_inventory,
@@ -105,6 +105,23 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     inter = (routed_expert_width(arch, plan) if arch.is_moe else arch.intermediate_size // plan.tp) * (
         arch.experts_per_token or 1)
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
+
+
+def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
+    """What a grouped-mm MoE block holds beside what it saves at the end of its experts' forward
+    (transformers' grouped_mm_experts_forward), per token: the routing-weighted expert outputs and
+    their copy in token order, k rows each (the product of the experts' dtype and the routing
+    weights' dtype: fp32 for Mixtral's weights), and, with frozen experts, which save nothing of it,
+    the gathered copy of the block input. Its locals live until the function returns, so the three
+    are alive together. It does not shrink with tensor parallelism: split by expert, every rank
+    runs all tokens x top-k rows (`routed_expert_width`), which can put the step's peak here."""
+    if not arch.is_moe or arch.router is Router.TOPK_SIGMOID:  # Llama 4's bmm experts: no such copies
+        return 0
+    c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
+    experts_train = training.method is Method.FULL
+    e = training.precision.param_bytes if experts_train else c
+    weighted = max(e, 4 if arch.router_weights_fp32 and arch.router is Router.SOFTMAX_TOPK else c)
+    return k * (2 * weighted * h + (0 if experts_train else c * h))
 
 
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,

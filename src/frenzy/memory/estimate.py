@@ -113,6 +113,7 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     # Under recomputation backward re-runs one layer's forward: its activations come back.
     recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
+    moe_temp = act.moe_forward_temporary_bytes_per_token(arch, training) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0
     if last:
@@ -134,6 +135,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         held = weights + casts_at_loss * (inflight - 1)
         return [
             (Phase.FORWARD, (held + casts, early, opt, saved, logits_fwd, 0)),
+            # forward inside the last MoE block: its experts' output copies beside what the layers keep
+            (Phase.FORWARD, (held + casts, early, opt, saved, 0, moe_temp)),
             # backward at the loss: the logits gradient on top of everything forward kept
             (Phase.BACKWARD, (held + casts_at_loss, early, opt, saved, logits_bwd, 0)),
             # backward entering the last layer: head gradient allocated, one layer's temporaries
