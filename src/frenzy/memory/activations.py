@@ -111,9 +111,9 @@ def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingCon
     """What a grouped-mm MoE block holds beside what it saves at the end of its experts' forward
     (transformers' grouped_mm_experts_forward), per token: the routing-weighted expert outputs and
     their copy in token order, k rows each (the product of the experts' dtype and the routing
-    weights' dtype: fp32 for Mixtral's weights), and, with frozen experts, which save nothing of it,
-    the gathered copy of the block input. Its locals live until the function returns, so the three
-    are alive together. It does not shrink with tensor parallelism: split by expert, every rank
+    weights' dtype: fp32 for Mixtral's weights), and, with frozen experts and router, which save
+    nothing of it, the block input and its gathered copy. Its locals live until the function
+    returns, so these are alive together. It does not shrink with tensor parallelism: split by expert, every rank
     runs all tokens x top-k rows (`routed_expert_width`), which can put the step's peak here."""
     if not arch.is_moe or arch.router is Router.TOPK_SIGMOID:  # Llama 4's bmm experts: no such copies
         return 0
@@ -121,7 +121,7 @@ def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingCon
     experts_train = training.method is Method.FULL
     e = training.precision.param_bytes if experts_train else c
     weighted = max(e, 4 if arch.router_weights_fp32 and arch.router is Router.SOFTMAX_TOPK else c)
-    return k * (2 * weighted * h + (0 if experts_train else c * h))
+    return k * 2 * weighted * h + (0 if experts_train else (k + 1) * c * h)
 
 
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,
@@ -201,12 +201,14 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
         return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
     if plan.recompute is not Recompute.NONE:
         return 0
-    # post-norm layers (OLMo 2) normalise sublayer outputs only: no norm reads the layer input
-    unsaved = norm_saved(arch, training) if arch.post_sublayer_norms < arch.norms_per_layer else 0
+    # post-norm layers (OLMo 2) normalise sublayer outputs only: no norm reads the layer input; under
+    # sequence parallelism a norm keeps its sequence shard (as layer_inventory counts it)
+    norm = norm_saved(arch, training) // (plan.tp if plan.sequence_parallel else 1)
+    unsaved = norm if arch.post_sublayer_norms < arch.norms_per_layer else 0
     if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad
         unsaved += qk_norm_saved(arch, training, plan, {"q", "k"} - training.trainable_targets)
     if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
-        unsaved += norm_saved(arch, training)  # the MLP's norm reads the layer input too
+        unsaved += norm  # the MLP's norm reads the layer input too
     if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:
         mlp = mlp_saved(arch, training, plan)
         unsaved += mlp["mlp_body"] + mlp.get("mlp_dropout_mask", 0)
