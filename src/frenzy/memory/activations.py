@@ -107,21 +107,33 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
 
 
+def _grouped_experts(arch: ModelArch) -> bool:
+    """An MoE whose experts run transformers' grouped-mm implementation (not Llama 4's bmm over all experts)."""
+    return arch.is_moe and arch.router is not Router.TOPK_SIGMOID
+
+
+def _weighted_output_bytes(arch: ModelArch, training: TrainingConfig) -> int:
+    """Element size of the routing-weighted expert outputs: the experts' dtype (fp32 masters under full
+    fine-tuning in *-mixed) promoted with the routing weights' (fp32 for Mixtral)."""
+    experts = training.precision.param_bytes if training.method is Method.FULL else training.precision.compute_bytes
+    weights = 4 if arch.router_weights_fp32 and arch.router is Router.SOFTMAX_TOPK else training.precision.compute_bytes
+    return max(experts, weights)
+
+
 def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
     """What a grouped-mm MoE block holds beside what it saves at the end of its experts' forward
     (transformers' grouped_mm_experts_forward), per token: the routing-weighted expert outputs and
     their copy in token order, k rows each (the product of the experts' dtype and the routing
     weights' dtype: fp32 for Mixtral's weights), and, with frozen experts and router, which save
     nothing of it, the block input and its gathered copy. Its locals live until the function
-    returns, so these are alive together. It does not shrink with tensor parallelism: split by expert, every rank
-    runs all tokens x top-k rows (`routed_expert_width`), which can put the step's peak here."""
-    if not arch.is_moe or arch.router is Router.TOPK_SIGMOID:  # Llama 4's bmm experts: no such copies
+    returns, so these are alive together. It does not shrink with tensor parallelism: split by
+    expert, every rank runs all tokens x top-k rows (`routed_expert_width`), which can put the
+    step's peak here."""
+    if not _grouped_experts(arch):
         return 0
     c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
-    experts_train = training.method is Method.FULL
-    e = training.precision.param_bytes if experts_train else c
-    weighted = max(e, 4 if arch.router_weights_fp32 and arch.router is Router.SOFTMAX_TOPK else c)
-    return k * 2 * weighted * h + (0 if experts_train else (k + 1) * c * h)
+    frozen = training.method is not Method.FULL
+    return k * 2 * _weighted_output_bytes(arch, training) * h + (k + 1) * c * h * frozen
 
 
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,

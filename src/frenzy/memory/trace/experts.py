@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from frenzy.core.tensor_parallel import TP_RULES
+from frenzy.core.tensor_parallel import TP_RULES, splits_by_expert
 from frenzy.train.tensor_parallel import has_submodule, local_routing
 
 
@@ -25,8 +25,7 @@ def routed_width_key(cfg: dict, family: str) -> str | None:
     """The config key of the routed experts' width, which the split by expert leaves whole: the MoE
     width where the family has a dense width beside it (Qwen-MoE's `moe_intermediate_size`), else
     `intermediate_size` (Mixtral, PhiMoE, gpt-oss); None for a family without routed experts."""
-    rule = TP_RULES.get(family)
-    if rule is None or rule.experts is None:
+    if not splits_by_expert(family):
         return None
     return "moe_intermediate_size" if cfg.get("moe_intermediate_size") else "intermediate_size"
 
@@ -34,9 +33,9 @@ def routed_width_key(cfg: dict, family: str) -> str | None:
 def split_by_expert(layers: nn.ModuleList, family: str, tp: int) -> None:
     """Keep rank 0's num_experts / tp experts in every MoE layer of `layers` (one rank's build, made
     with the routed width whole: build.shard_config) and route to them as the worker does."""
-    rule = TP_RULES[family]
-    if tp == 1 or rule.experts is None:
+    if tp == 1 or not splits_by_expert(family):
         return
+    rule = TP_RULES[family]
     for layer in layers:
         if has_submodule(layer, rule.experts):
             _keep_local_experts(layer.get_submodule(rule.experts), tp)
