@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch", reason="the trace needs the 'trace' extra (torch, transformers, peft)")
 pytest.importorskip("transformers", reason="the trace needs the 'trace' extra (torch, transformers, peft)")
 
-from frenzy.memory.validation import _case, compare, fast_cases  # noqa: E402
+from frenzy.memory.validation import _case, compare, fast_cases, moe_tp_cases  # noqa: E402
 
 CASES = fast_cases()
 
@@ -46,3 +46,27 @@ SELECTIVE_CASES = [
 def test_selective_checkpointing_matches_the_trace_within_1_percent(case):
     result = compare(case)
     assert abs(result.peak_error) <= 0.01, f"allocated peak off by {result.peak_error:+.2%}"
+
+
+# MoE tensor parallelism, experts split by expert as the worker splits them (frenzy.memory.trace.experts):
+# Mixtral, Qwen2-MoE, Qwen3-MoE and PhiMoE at tp 2 (and tp 4), full and LoRA, with and without full
+# recomputation and sequence parallelism. Allocated peak within 1%, but where MARP's coarser MoE
+# terms are known to miss: under full recomputation the peak sits inside the first layer's experts
+# backward (before that layer's gradients exist), which MARP's two layer candidates bracket rather
+# than place (Mixtral misses by +8% at tp 1 already); LoRA at tp 4 with sequence parallelism peaks in
+# the forward, where the residual stream beside the MoE block's copies is not counted (-1.8%).
+MOE_TP_CASES = moe_tp_cases()
+MOE_TP_KNOWN = {("FULL", False): 0.11, ("NONE", True): 0.02}  # (recompute, tp4 + sp): allowed error
+
+
+def _allowed(case) -> float:
+    tp4_sp = case.plan.tp == 4 and case.plan.sequence_parallel
+    return MOE_TP_KNOWN.get((case.plan.recompute.name, tp4_sp), 0.01)
+
+
+@pytest.mark.parametrize("case", MOE_TP_CASES, ids=[c.label for c in MOE_TP_CASES])
+def test_moe_tensor_parallel_matches_the_trace(case):
+    result = compare(case)
+    assert abs(result.peak_error) <= _allowed(case), f"allocated peak off by {result.peak_error:+.2%}"
+    # the split's own terms: the rank's expert weights (E/tp whole experts) as traced
+    assert abs(result.term_errors()["weights"]) <= 0.01
