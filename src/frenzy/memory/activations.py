@@ -107,6 +107,20 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
 
 
+def moe_backward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
+    """Where a grouped-mm MoE layer's backward is widest, per token: as the experts' backward starts,
+    with everything the layer saved alive and the layer's own weight gradients not yet made, the
+    incoming residual-stream gradient, the routed-sum gradient expanded to every choice, and the
+    zeros it is scattered into back in expert order beside the scattered copy (k rows each, in the
+    routing-weighted outputs' dtype). Split by expert these rows are every token's (tp does not
+    shrink them). 0 for a model without grouped-mm experts."""
+    if not _grouped_experts(arch):
+        return 0
+    h = arch.hidden_size
+    return residual_bytes(training.precision) * h + 3 * arch.experts_per_token * _weighted_output_bytes(
+        arch, training) * h
+
+
 def _grouped_experts(arch: ModelArch) -> bool:
     """An MoE whose experts run transformers' grouped-mm implementation (not Llama 4's bmm over all experts)."""
     return arch.is_moe and arch.router is not Router.TOPK_SIGMOID

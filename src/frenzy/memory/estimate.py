@@ -114,6 +114,13 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     moe_temp = act.moe_forward_temporary_bytes_per_token(arch, training) * tokens
+    # a grouped-mm MoE layer's backward is widest as its experts' backward starts, before the layer's
+    # (and the embedding's) gradients exist
+    moe_back = act.moe_backward_temporary_bytes_per_token(arch, training) * tokens
+    first_layer_grads = grads
+    if moe_back:
+        layer_temp = moe_back
+        first_layer_grads = states.gradients_before_first_layer_bytes(arch, training, plan, stage)
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0
     if last:
@@ -143,8 +150,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
             (Phase.BACKWARD, (held + casts_in_last_layer + dequant, max(early, head_grad), opt,
                               saved + recomputed, 0, layer_temp + buckets)),
             # backward leaving the first layer: all gradients, one layer's activations and copies left
-            (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed,
-                              0, layer_temp + buckets)),
+            (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, max(early, first_layer_grads), opt,
+                              others + per_layer + recomputed, 0, layer_temp + buckets)),
             # backward through the embedding: its new gradient beside the one it adds into
             (Phase.BACKWARD, (held, grads, opt, others, 0, buckets + embedding_temp)),
         ]
