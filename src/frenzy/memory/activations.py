@@ -128,9 +128,13 @@ def _grouped_experts(arch: ModelArch) -> bool:
 
 def _weighted_output_bytes(arch: ModelArch, training: TrainingConfig) -> int:
     """Element size of the routing-weighted expert outputs: the experts' dtype (fp32 masters under full
-    fine-tuning in *-mixed) promoted with the routing weights' (fp32 for Mixtral)."""
-    experts = training.precision.param_bytes if training.method is Method.FULL else training.precision.compute_bytes
-    weights = 4 if arch.router_weights_fp32 and arch.router is Router.SOFTMAX_TOPK else training.precision.compute_bytes
+    fine-tuning in *-mixed) promoted with the routing weights' (`router_saved` says which: fp32 for
+    Mixtral's; PhiMoE's and DeepSeek's follow autocast's softmax / sigmoid)."""
+    p = training.precision
+    experts = p.param_bytes if training.method is Method.FULL else p.compute_bytes
+    weights = {Router.SOFTMAX_TOPK: 4 if arch.router_weights_fp32 else p.compute_bytes,
+               Router.SPARSEMIXER: 4 if p.is_mixed else p.compute_bytes,
+               Router.SIGMOID: 2 if p.is_mixed else 4}.get(arch.router, p.compute_bytes)
     return max(experts, weights)
 
 

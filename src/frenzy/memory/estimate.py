@@ -114,13 +114,16 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     moe_temp = act.moe_forward_temporary_bytes_per_token(arch, training) * tokens
-    # a grouped-mm MoE layer's backward is widest as its experts' backward starts, before the layer's
-    # (and the embedding's) gradients exist
+    # a grouped-mm MoE layer's backward is widest as its experts' backward starts: before the layer's
+    # (and the embedding's) gradients exist, after the head's and final norm's saved tensors are gone
     moe_back = act.moe_backward_temporary_bytes_per_token(arch, training) * tokens
-    first_layer_grads = grads
+    first_layer_grads, head_saved = grads, 0
     if moe_back:
         layer_temp = moe_back
         first_layer_grads = states.gradients_before_first_layer_bytes(arch, training, plan, stage)
+        if last:
+            head_saved = act.outside_layers_bytes_per_token(arch, training, False, True, job.seq_len,
+                                                            plan.recompute) * tokens
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd = logits_bwd = head_grad = 0
     if last:
@@ -148,7 +151,7 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
             (Phase.BACKWARD, (held + casts_at_loss, early, opt, saved, logits_bwd, 0)),
             # backward entering the last layer: head gradient allocated, one layer's temporaries
             (Phase.BACKWARD, (held + casts_in_last_layer + dequant, max(early, head_grad), opt,
-                              saved + recomputed, 0, layer_temp + buckets)),
+                              saved - head_saved + recomputed, 0, layer_temp + buckets)),
             # backward leaving the first layer: all gradients, one layer's activations and copies left
             (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, max(early, first_layer_grads), opt,
                               others + per_layer + recomputed, 0, layer_temp + buckets)),
