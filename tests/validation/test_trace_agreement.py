@@ -50,18 +50,21 @@ def test_selective_checkpointing_matches_the_trace_within_1_percent(case):
 
 # MoE tensor parallelism, experts split by expert as the worker splits them (frenzy.memory.trace.experts):
 # Mixtral, Qwen2-MoE, Qwen3-MoE and PhiMoE at tp 2 (and tp 4), full and LoRA, with and without full
-# recomputation and sequence parallelism. Allocated peak within 1%, but where MARP's coarser MoE
-# terms are known to miss: under full recomputation the peak sits inside the first layer's experts
-# backward (before that layer's gradients exist), which MARP's two layer candidates bracket rather
-# than place (Mixtral misses by +8% at tp 1 already); LoRA at tp 4 with sequence parallelism peaks in
-# the forward, where the residual stream beside the MoE block's copies is not counted (-1.8%).
+# recomputation and sequence parallelism. Allocated peak within 1%, except where MARP's MoE terms are
+# known to be coarser (bounds at the measured misses, so that a regression fails): under full
+# recomputation the peak sits inside a layer's experts backward (full fine-tuning -1.3% to +1.7%;
+# LoRA -2.9% to -0.5%, and Mixtral's LoRA -9.2%, not yet accounted for); LoRA at tp 4
+# with sequence parallelism peaks in the forward, where the residual stream beside the MoE block's
+# copies is not counted (-1.8%).
 MOE_TP_CASES = moe_tp_cases()
-MOE_TP_KNOWN = {("FULL", False): 0.11, ("NONE", True): 0.02}  # (recompute, tp4 + sp): allowed error
 
 
 def _allowed(case) -> float:
-    tp4_sp = case.plan.tp == 4 and case.plan.sequence_parallel
-    return MOE_TP_KNOWN.get((case.plan.recompute.name, tp4_sp), 0.01)
+    if case.plan.recompute.name == "FULL":
+        if case.training.method.value == "full":
+            return 0.02
+        return 0.10 if "Mixtral" in case.model else 0.03
+    return 0.02 if case.plan.tp == 4 and case.plan.sequence_parallel else 0.01
 
 
 @pytest.mark.parametrize("case", MOE_TP_CASES, ids=[c.label for c in MOE_TP_CASES])
