@@ -152,7 +152,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
             # backward entering the last layer: head gradient allocated, one layer's temporaries
             (Phase.BACKWARD, (held + casts_in_last_layer + dequant, max(early, head_grad), opt,
                               saved - head_saved + recomputed, 0, layer_temp + buckets)),
-            # backward leaving the first layer: all gradients, one layer's activations and copies left
+            # backward leaving the first layer: all gradients (an MoE layer's own and the embedding's
+            # come after its widest point), one layer's activations and copies left
             (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, max(early, first_layer_grads), opt,
                               others + per_layer + recomputed, 0, layer_temp + buckets)),
             # backward through the embedding: its new gradient beside the one it adds into
