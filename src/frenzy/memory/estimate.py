@@ -114,12 +114,13 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     recomputed = act.recomputed_layer_bytes_per_token(arch, training, plan, job.seq_len) * tokens
     layer_temp = act.layer_backward_temporary_bytes_per_token(arch, training, plan) * tokens
     moe_temp = act.moe_forward_temporary_bytes_per_token(arch, training) * tokens
-    # a grouped-mm MoE layer's backward is widest as its experts' backward starts: before the layer's
-    # (and the embedding's) gradients exist, after the head's and final norm's saved tensors are gone
+    # a grouped-mm MoE layer's backward is widest as its experts' backward starts (before the layer's
+    # and the embedding's gradients exist, after the head's and final norm's saved tensors are gone),
+    # or, with experts wider than the hidden size, where their gate/up gradients are made
     moe_back = act.moe_backward_temporary_bytes_per_token(arch, training) * tokens
     first_layer_grads, head_saved = grads, 0
     if moe_back:
-        layer_temp = moe_back
+        layer_temp = max(layer_temp, moe_back)
         first_layer_grads = states.gradients_before_first_layer_bytes(arch, training, plan, stage)
         if last:
             head_saved = act.outside_layers_bytes_per_token(arch, training, False, True, job.seq_len,
