@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch", reason="the trace needs the 'trace' extra (torch, transformers, peft)")
 pytest.importorskip("transformers", reason="the trace needs the 'trace' extra (torch, transformers, peft)")
 
-from frenzy.memory.validation import _case, compare, fast_cases  # noqa: E402
+from frenzy.memory.validation import _case, compare, fast_cases, moe_tp_cases  # noqa: E402
 
 CASES = fast_cases()
 
@@ -46,3 +46,28 @@ SELECTIVE_CASES = [
 def test_selective_checkpointing_matches_the_trace_within_1_percent(case):
     result = compare(case)
     assert abs(result.peak_error) <= 0.01, f"allocated peak off by {result.peak_error:+.2%}"
+
+
+# MoE tensor parallelism, experts split by expert as the worker splits them (frenzy.memory.trace.experts):
+# Mixtral, Qwen2-MoE, Qwen3-MoE and PhiMoE at tp 2 (and tp 4), full and LoRA, with and without full
+# recomputation and sequence parallelism. Allocated peak within 1%, except where MARP's MoE terms are
+# known to be coarser (bounds at the measured misses, so that a regression fails): under full
+# recomputation the peak sits inside a layer's experts backward, which MARP takes as the wider of
+# the backward's start and its gate/up gradients (Qwen-MoE -2.9% to -0.2%, PhiMoE -0.5% to +3.5%,
+# Mixtral +5.8% full, +7.5% LoRA); LoRA at tp 4 with sequence parallelism peaks in the forward,
+# where the residual stream beside the MoE block's copies is not counted (-1.8%).
+MOE_TP_CASES = moe_tp_cases()
+
+
+def _allowed(case) -> float:
+    if case.plan.recompute.name == "FULL":
+        return 0.08
+    return 0.02 if case.plan.tp == 4 and case.plan.sequence_parallel else 0.01
+
+
+@pytest.mark.parametrize("case", MOE_TP_CASES, ids=[c.label for c in MOE_TP_CASES])
+def test_moe_tensor_parallel_matches_the_trace(case):
+    result = compare(case)
+    assert abs(result.peak_error) <= _allowed(case), f"allocated peak off by {result.peak_error:+.2%}"
+    # the split's own terms: the rank's expert weights (E/tp whole experts) as traced
+    assert abs(result.term_errors()["weights"]) <= 0.01

@@ -10,9 +10,11 @@ o, down), so a layer needs one all-reduce per block forward (a reduce-scatter / 
 under sequence parallelism). The embedding is split on the vocabulary (row-parallel) and so is the
 LM head (column-parallel), and the loss is computed on the vocabulary shards (loss parallel).
 A routed-expert MLP, whose experts transformers stores as fused 3-D tensors, is split by expert:
-each rank holds num_experts / tp whole experts and the ranks' partial outputs are all-reduced, the
-same parameter bytes and, with balanced routing, the same activation bytes per rank as splitting
-every expert's width (what the tracer builds).
+each rank holds num_experts / tp whole experts, sees every token and routes another rank's choices
+to a sentinel with zero weight, and the ranks' partial outputs are all-reduced. That is the parameter
+bytes of splitting every expert's width, but not its activation bytes: transformers' grouped-mm
+experts run every rank over all tokens x top-k rows at the whole expert width (the tracer builds
+this split, MARP counts it: docs/MEMORY_MODEL.md).
 
 Pure data: no torch here (core imports neither torch nor transformers).
 """
@@ -77,20 +79,19 @@ TP_RULES: dict[str, TensorParallelRule] = {
 
 
 def worker_tp_families() -> frozenset[str]:
-    """Families whose split the worker runs (an MoE's plans are not offered yet: EXPERTS_UNPLANNED)."""
+    """Families whose split the worker runs."""
     return frozenset(family for family, rule in TP_RULES.items() if rule.worker_reason is None)
 
 
-# Why the planner does not offer an MoE's tensor-parallel plans yet although the worker runs them:
-# the experts are split by expert in the worker, and with transformers' grouped experts every rank
-# allocates its expert intermediates for all routed rows at full width, while MARP (and the tracer)
-# count each expert's width split by tp.
-EXPERTS_UNPLANNED = ("its experts are split by expert in the worker, and MARP does not yet predict the memory of "
-                     "that split (it counts each expert's width divided by tp)")
+def splits_by_expert(family: str) -> bool:
+    """Whether `family`'s routed experts are split by expert over a tensor-parallel group (whole
+    experts per rank) rather than by width."""
+    rule = TP_RULES.get(family)
+    return rule is not None and rule.experts is not None
 
 
 def tp_unsupported_reason(family: str, tp: int, *, heads: int, kv_heads: int, experts: int = 0,
-                          qk_norm_full_width: bool = False, planned: bool = True) -> str | None:
+                          qk_norm_full_width: bool = False) -> str | None:
     """None when the worker can split a `family` model over `tp` ranks; else why not. Heads and KV
     heads must divide by tp (the worker splits whole heads and does not replicate KV heads), and an
     MoE's experts too (split by expert); a q/k norm over the whole projection width (Cohere's
@@ -106,8 +107,6 @@ def tp_unsupported_reason(family: str, tp: int, *, heads: int, kv_heads: int, ex
     for name, count in (("attention heads", heads), ("key/value heads", kv_heads), ("experts", experts)):
         if count and count % tp:
             return f"{count} {name} do not split over tp={tp}"
-    if planned and experts and rule.experts:
-        return f"tensor-parallel plans of {family} are not offered: {EXPERTS_UNPLANNED}"
     return None
 
 
@@ -116,5 +115,4 @@ def hf_config_tp_unsupported_reason(family: str, hf_config: dict, tp: int) -> st
     heads = hf_config.get("num_attention_heads") or 0
     return tp_unsupported_reason(family, tp, heads=heads, kv_heads=hf_config.get("num_key_value_heads") or heads,
                                  experts=hf_config.get("num_local_experts") or hf_config.get("num_experts") or 0,
-                                 qk_norm_full_width=family == "cohere" and bool(hf_config.get("use_qk_norm")),
-                                 planned=False)
+                                 qk_norm_full_width=family == "cohere" and bool(hf_config.get("use_qk_norm")))

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from frenzy.core.model import ModelArch
+from frenzy.core.model import ModelArch, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute, TrainingConfig
 from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_input_bytes, layer_inventory,
-                                           mlp_saved, norm_saved, qk_norm_saved, residual_bytes)
+                                           mlp_saved, norm_saved, qk_norm_saved, residual_bytes,
+                                           routed_expert_width)
 from frenzy.memory.layer_mla import dense_layer_arch
 from frenzy.memory.profiled import activation_profile
 from frenzy.memory.selective import (selective_cache_bytes_per_token, selective_is_modelled,
@@ -101,8 +102,56 @@ def layer_backward_temporary_bytes_per_token(arch: ModelArch, training: Training
     residual-stream gradients plus the MLP's intermediate gradients (gate/up/product, 16-bit)."""
     c = training.precision.compute_bytes
     r = residual_bytes(training.precision)
-    inter = arch.intermediate_size // plan.tp * (arch.experts_per_token or 1)
+    inter = (routed_expert_width(arch, plan) if arch.is_moe else arch.intermediate_size // plan.tp) * (
+        arch.experts_per_token or 1)
     return 2 * r * arch.hidden_size + (3 if arch.mlp_gated else 2) * c * inter
+
+
+def moe_backward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
+    """Where a grouped-mm MoE layer's backward is widest, per token: as the experts' backward starts,
+    with everything the layer saved alive and the layer's own weight gradients not yet made, the
+    incoming residual-stream gradient, the routed-sum gradient expanded to every choice, and the
+    zeros it is scattered into back in expert order beside the scattered copy (k rows each, in the
+    routing-weighted outputs' dtype). Split by expert these rows are every token's (tp does not
+    shrink them). 0 for a model without grouped-mm experts."""
+    if not _grouped_experts(arch):
+        return 0
+    h = arch.hidden_size
+    return residual_bytes(training.precision) * h + 3 * arch.experts_per_token * _weighted_output_bytes(
+        arch, training) * h
+
+
+def _grouped_experts(arch: ModelArch) -> bool:
+    """An MoE whose experts run transformers' grouped-mm implementation (not Llama 4's bmm over all experts)."""
+    return arch.is_moe and arch.router is not Router.TOPK_SIGMOID
+
+
+def _weighted_output_bytes(arch: ModelArch, training: TrainingConfig) -> int:
+    """Element size of the routing-weighted expert outputs: the experts' dtype (fp32 masters under full
+    fine-tuning in *-mixed) promoted with the routing weights' (`router_saved` says which: fp32 for
+    Mixtral's; PhiMoE's and DeepSeek's follow autocast's softmax / sigmoid)."""
+    p = training.precision
+    experts = p.param_bytes if training.method is Method.FULL else p.compute_bytes
+    weights = {Router.SOFTMAX_TOPK: 4 if arch.router_weights_fp32 else p.compute_bytes,
+               Router.SPARSEMIXER: 4 if p.is_mixed else p.compute_bytes,
+               Router.SIGMOID: 2 if p.is_mixed else 4}.get(arch.router, p.compute_bytes)
+    return max(experts, weights)
+
+
+def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingConfig) -> int:
+    """What a grouped-mm MoE block holds beside what it saves at the end of its experts' forward
+    (transformers' grouped_mm_experts_forward), per token: the routing-weighted expert outputs and
+    their copy in token order, k rows each (the product of the experts' dtype and the routing
+    weights' dtype: fp32 for Mixtral's weights), and, with frozen experts and router, which save
+    nothing of it, the block input and its gathered copy. Its locals live until the function
+    returns, so these are alive together. It does not shrink with tensor parallelism: split by
+    expert, every rank runs all tokens x top-k rows (`routed_expert_width`), which can put the
+    step's peak here."""
+    if not _grouped_experts(arch):
+        return 0
+    c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
+    frozen = training.method is not Method.FULL
+    return k * 2 * _weighted_output_bytes(arch, training) * h + (k + 1) * c * h * frozen
 
 
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,
@@ -182,12 +231,14 @@ def first_layer_unsaved_bytes_per_token(arch: ModelArch, training: TrainingConfi
         return 2 * checkpoint_bytes_per_token(arch, training, plan) // 4
     if plan.recompute is not Recompute.NONE:
         return 0
-    # post-norm layers (OLMo 2) normalise sublayer outputs only: no norm reads the layer input
-    unsaved = norm_saved(arch, training) if arch.post_sublayer_norms < arch.norms_per_layer else 0
+    # post-norm layers (OLMo 2) normalise sublayer outputs only: no norm reads the layer input; under
+    # sequence parallelism a norm keeps its sequence shard (as layer_inventory counts it)
+    norm = norm_saved(arch, training) // (plan.tp if plan.sequence_parallel else 1)
+    unsaved = norm if arch.post_sublayer_norms < arch.norms_per_layer else 0
     if arch.qk_norm:  # a q/k norm behind a projection without an adapter reads a tensor without grad
         unsaved += qk_norm_saved(arch, training, plan, {"q", "k"} - training.trainable_targets)
     if arch.parallel_residual and arch.norms_per_layer > 1 and not _norms_share_input(arch, training):
-        unsaved += norm_saved(arch, training)  # the MLP's norm reads the layer input too
+        unsaved += norm  # the MLP's norm reads the layer input too
     if arch.parallel_residual and not training.trainable_targets & {"gate", "up", "down"}:
         mlp = mlp_saved(arch, training, plan)
         unsaved += mlp["mlp_body"] + mlp.get("mlp_dropout_mask", 0)

@@ -102,7 +102,8 @@ def _backward_autocast_copies(job: JobSpec, plan: ParallelPlan, casts: int, laye
 def _per_token_bytes(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, sp: bool, mixed, stage: int,
                      micro_batch: int) -> tuple[int, ...]:
     """(one layer's saved tensors, what lives outside the layers, a recomputed layer's tensors, one
-    layer's backward temporaries, the logits forward / between / backward) per token on `stage`."""
+    layer's backward temporaries, a grouped-mm MoE block's forward and backward temporaries, what the
+    last stage keeps outside the layers, the logits forward / between / backward) per token on `stage`."""
     arch, seq = job.model, job.seq_len
     plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=recompute, sequence_parallel=sp,
                         mixed_precision=mixed, micro_batch=micro_batch)
@@ -114,9 +115,12 @@ def _per_token_bytes(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, s
         outside -= act.first_layer_unsaved_bytes_per_token(arch, training, plan, seq)
         outside += act.embedding_leaf_bytes_per_token(arch, training, plan)
     logits = act.logits_bytes_per_token(arch, training, plan) if last else (0, 0, 0)
+    head = act.outside_layers_bytes_per_token(arch, training, False, True, seq, recompute) if last else 0
     return (act.stored_bytes_per_token_per_layer(arch, training, plan, seq), outside,
             act.recomputed_layer_bytes_per_token(arch, training, plan, seq),
-            act.layer_backward_temporary_bytes_per_token(arch, training, plan), *logits)
+            act.layer_backward_temporary_bytes_per_token(arch, training, plan),
+            act.moe_forward_temporary_bytes_per_token(arch, training),
+            act.moe_backward_temporary_bytes_per_token(arch, training), head, *logits)
 
 
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
@@ -129,15 +133,25 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
     # Later micro-batches (accumulation, or a pipeline's steady state) run with gradients alive.
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
-    per_layer, outside, recomputed, layer_temp, *logits = (n * tokens for n in _per_token_bytes(
-        job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute, plan.sequence_parallel, plan.mixed_precision,
-        stage, plan.micro_batch if arch.profile_key else 1))
+    # `recomputed`: under recomputation backward re-runs one layer's forward, whose activations come back
+    per_layer, outside, recomputed, layer_temp, moe_temp, moe_back, head_outside, *logits = (
+        n * tokens for n in _per_token_bytes(job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute,
+                                             plan.sequence_parallel, plan.mixed_precision, stage,
+                                             plan.micro_batch if arch.profile_key else 1))
     one_batch, buffers = layers * per_layer + outside, 0
     if plan.pp > 1:  # a pipeline stage's cached output and receive buffers
         training = fsdp_mixed.compute_training(job.training, plan)
         one_batch += pipeline_stage.cached_output_bytes(arch, training, plan, stage, job.seq_len)
         buffers = pipeline_stage.receive_buffer_bytes(arch, training, plan, stage, job.seq_len)
-    # Under recomputation backward re-runs one layer's forward: its activations come back.
+    first_layer_grads, head_saved = grads, 0
+    if moe_back:
+        # a grouped-mm MoE layer's backward is widest as its experts' backward starts (before the
+        # layer's and the embedding's gradients exist, after the head's and final norm's saved tensors
+        # are gone), or, with experts wider than the hidden size, where their gate/up gradients are made
+        layer_temp = max(layer_temp, moe_back)
+        first_layer_grads = states.gradients_before_first_layer_bytes(
+            arch, fsdp_mixed.compute_training(job.training, plan), plan, stage)
+        head_saved = head_outside
     dequant = _qlora_dequant_bytes(job, plan)
     logits_fwd, _, logits_bwd = logits
     head_grad = _head_gradient_bytes(job, plan) if last else 0
@@ -157,14 +171,17 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         held = weights + casts_at_loss * (inflight - 1)
         return [
             (Phase.FORWARD, (held + casts, early, opt, saved, logits_fwd, 0)),
+            # forward inside the last MoE block: its experts' output copies beside what the layers keep
+            (Phase.FORWARD, (held + casts, early, opt, saved, 0, moe_temp)),
             # backward at the loss: the logits gradient on top of everything forward kept
             (Phase.BACKWARD, (held + casts_at_loss, early, opt, saved, logits_bwd, 0)),
             # backward entering the last layer: head gradient allocated, one layer's temporaries
             (Phase.BACKWARD, (held + casts_in_last_layer + dequant, max(early, head_grad), opt,
-                              saved + recomputed, 0, layer_temp + buckets)),
-            # backward leaving the first layer: all gradients, one layer's activations and copies left
-            (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, grads, opt, others + per_layer + recomputed,
-                              0, layer_temp + buckets)),
+                              saved - head_saved + recomputed, 0, layer_temp + buckets)),
+            # backward leaving the first layer: all gradients (an MoE layer's own and the embedding's
+            # come after its widest point), one layer's activations and copies left
+            (Phase.BACKWARD, (held + casts // max(layers, 1) + dequant, max(early, first_layer_grads), opt,
+                              others + per_layer + recomputed, 0, layer_temp + buckets)),
             # backward through the embedding: its new gradient beside the one it adds into
             (Phase.BACKWARD, (held, grads, opt, others, 0, buckets + embedding_temp)),
         ]

@@ -29,6 +29,7 @@ from enum import Enum
 
 from frenzy.core.model import Linear, ModelArch, Norm, Router
 from frenzy.core.plan import ParallelPlan
+from frenzy.core.tensor_parallel import splits_by_expert
 from frenzy.core.training import Attention, Method, Precision, Recompute, TrainingConfig
 
 # MLP activations that transformers composes from Python ops (transformers.activations), each of
@@ -318,7 +319,7 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
     c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
     experts_train = training.method is Method.FULL
     e = training.precision.param_bytes if experts_train else c
-    inter = arch.intermediate_size // plan.tp
+    inter = routed_expert_width(arch, plan)
     cast = 2 if training.precision.is_mixed else 0  # autocast copies of the norm output, else shared
     # Per choice: act(gate) keeps gate, the product keeps act(gate) and up, down keeps the product
     # when it trains, and the routing-weight product keeps the expert's output.
@@ -344,6 +345,7 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         items["router"] += (4 - c) * h
     if experts_train and any(lin.per_expert and lin.bias for lin in arch.linears):
         items["router"] += 8 * k  # the per-choice bias gathers keep the sorted expert ids
+    items["router"] += sentinel_masks_saved(arch, plan)
     if arch.shared_expert_size:
         # the shared expert (a gated MLP of nn.Linear modules, adapters allowed) and its sigmoid
         # gate (Qwen2-MoE), whose product keeps the shared output; trained, gate, up and the sigmoid
@@ -355,6 +357,23 @@ def _moe_saved(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) ->
         items["mlp_body"] += (2 + gate) * cast * h if experts_train else 0
         items["mlp_body"] += c * h if fp32_router_copy else 0
     return items
+
+
+def routed_expert_width(arch: ModelArch, plan: ParallelPlan) -> int:
+    """The width at which one tensor-parallel rank runs a routed expert, per choice of every token.
+    Split by width, intermediate_size / tp. Split by expert (frenzy.core.tensor_parallel: the
+    worker's split of the families in its rule table), the rank holds num_experts / tp whole experts
+    and sees every token; transformers' grouped-mm experts gather, multiply and activate all
+    tokens x top-k rows at the whole width (another rank's choices are sentinel rows the kernel
+    skips, not rows left out), so the rank keeps what one unsplit rank keeps."""
+    return arch.intermediate_size if splits_by_expert(arch.family) else arch.intermediate_size // plan.tp
+
+
+def sentinel_masks_saved(arch: ModelArch, plan: ParallelPlan) -> int:
+    """Bytes per token of the split by expert's masks (tp > 1): the bool mask that zeroes the routing
+    weight of another rank's choice (frenzy.train.tensor_parallel.local_routing), and grouped-mm's
+    bool mask of the sorted sentinel rows, which its masked fills keep, one byte per choice each."""
+    return 2 * arch.experts_per_token if plan.tp > 1 and splits_by_expert(arch.family) else 0
 
 
 def router_saved(arch: ModelArch, training: TrainingConfig) -> int:

@@ -151,6 +151,19 @@ def gradient_bytes(params: StageParams, training: TrainingConfig, plan: Parallel
     return params.trainable * training.precision.param_bytes // zero_divisor(plan, ZeroStage.GRADIENTS)
 
 
+def gradients_before_first_layer_bytes(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan,
+                                       stage: int) -> int:
+    """The gradients alive as backward enters the first layer's last block: all but that layer's
+    (one layer's share of the layers' trainable parameters) and, on the first stage, the
+    embedding's (a tied embedding's gradient is the head's, made at the loss)."""
+    params = stage_params(arch, training, plan, stage)
+    full = training.method is Method.FULL
+    layer = (params.trainable - (params.root if full else 0)) // max(params.layers, 1)  # adapters: all in layers
+    embedding = arch.embedding_params() // plan.tp if stage == 0 and full and not arch.tie_word_embeddings else 0
+    trainable = params.trainable - layer - embedding
+    return trainable * training.precision.param_bytes // zero_divisor(plan, ZeroStage.GRADIENTS)
+
+
 def optimizer_state_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
     """AdamW keeps exp_avg and exp_avg_sq in the parameter dtype: 8 B/param for fp32 masters (so
     mixed-precision Adam totals 4 + 4 + 8 = 16 B/param, plus 2 for the 16-bit weight copies: the

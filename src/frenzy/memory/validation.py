@@ -52,7 +52,8 @@ class Case:
         mode = " fsdp2-param" if p.fsdp_param_dtype else ""
         accum = f" ga{p.grad_accum}" if p.grad_accum > 1 else ""
         return (f"{model}{shrunk}{extra} {t.precision.value}{mode} {method} {t.attention.value} "
-                f"{p.recompute.name.lower()} mb{p.micro_batch}{accum} s{self.seq_len} tp{p.tp}{sharded}")
+                f"{p.recompute.name.lower()} mb{p.micro_batch}{accum} s{self.seq_len} tp{p.tp}"
+                f"{'+sp' if p.sequence_parallel else ''}{sharded}")
 
     def config_path(self, folder: Path) -> str:
         """The model argument both sides accept: the catalog name, or a written shrunk config."""
@@ -166,14 +167,15 @@ SMALL_PHIMOE = (("hidden_size", 512), ("intermediate_size", 512), ("num_attentio
 
 
 def _case(model, *, precision="bf16-mixed", method="full", attention="sdpa", recompute="none", mb=2, seq=512,
-          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw", dp=1, zero=0, mixed="autocast", accum=1):
+          tp=1, layers=2, targets=("q", "v"), overrides=(), optimizer="adamw", dp=1, zero=0, mixed="autocast", accum=1,
+          sp=False):
     from frenzy.core.plan import MixedPrecisionMode
     from frenzy.core.training import Attention, Method, Optimizer, Precision, Recompute, ZeroStage
 
     training = TrainingConfig(precision=Precision(precision), method=Method(method), attention=Attention(attention),
                               lora_targets=targets, optimizer=Optimizer(optimizer))
     plan = ParallelPlan(micro_batch=mb, tp=tp, recompute=Recompute.parse(recompute), dp=dp, zero=ZeroStage(zero),
-                        mixed_precision=MixedPrecisionMode(mixed), grad_accum=accum)
+                        mixed_precision=MixedPrecisionMode(mixed), grad_accum=accum, sequence_parallel=sp)
     return Case(model=model, training=training, plan=plan, seq_len=seq, layers=layers, overrides=tuple(overrides))
 
 
@@ -269,6 +271,39 @@ def _moe_cases() -> list[Case]:
         _case(PHIMOE, method="lora", recompute="full", mb=4, seq=1024, layers=4, overrides=SMALL_PHIMOE),
         _case(PHIMOE, precision="bf16", tp=2, mb=4, seq=1024, overrides=SMALL_PHIMOE),
     ]
+
+
+# The MoE families the worker tensor-parallelises, shrunk to a 4096-entry vocabulary so that what the
+# layers keep is a large share of the peak (Mixtral's and PhiMoE's token ids fit it; Qwen's do not).
+MOE_TP_MODELS = {
+    "mixtral": ("mistralai/Mixtral-8x7B-v0.1", SMALL_MOE),
+    "qwen2_moe": ("Qwen/Qwen1.5-MoE-A2.7B", SMALL_QWEN_MOE + (("bos_token_id", None), ("eos_token_id", None))),
+    "qwen3_moe": (QWEN3_MOE, SMALL_QWEN3_MOE + (("num_key_value_heads", 4),)),
+    "phimoe": (PHIMOE, SMALL_PHIMOE + (("bos_token_id", None), ("eos_token_id", None))),
+}
+
+
+def moe_tp_cases() -> list[Case]:
+    """Tensor parallelism of the MoE families, experts split by expert (trace.experts): tp 2 full and
+    LoRA, with and without full recomputation, with sequence parallelism; tp 4 where the heads allow."""
+    cases = []
+    for model, overrides in MOE_TP_MODELS.values():
+        small = dict(overrides=overrides + (("vocab_size", 4096),), seq=1024)
+        lora = dict(method="lora", targets=("all-linear",))
+        cases += [
+            _case(model, precision="bf16", tp=2, mb=2, **small),
+            _case(model, tp=2, mb=2, **lora, **small),
+            _case(model, precision="bf16", tp=2, mb=4, recompute="full", layers=4, **small),
+            _case(model, tp=2, mb=4, recompute="full", **lora, **small),
+            _case(model, precision="bf16", tp=2, mb=2, sp=True, **small),
+            _case(model, tp=2, mb=2, sp=True, **lora, **small),
+        ]
+    for name in ("qwen2_moe", "qwen3_moe"):  # 8 query and 8 / 4 key-value heads
+        model, overrides = MOE_TP_MODELS[name]
+        small = dict(overrides=overrides + (("vocab_size", 4096),), seq=1024)
+        cases += [_case(model, precision="bf16", tp=4, mb=2, **small),
+                  _case(model, tp=4, mb=2, sp=True, method="lora", targets=("all-linear",), **small)]
+    return cases
 
 
 def _dense_family_cases() -> list[Case]:

@@ -223,17 +223,24 @@ def _split_experts(experts: nn.Module, mesh: DeviceMesh) -> None:
     def local_forward(hidden_states, top_k_index, top_k_weights, *args, **kwargs):
         hidden_states = _all_reduced_gradient(hidden_states, mesh)
         top_k_weights = _all_reduced_gradient(top_k_weights, mesh)
-        mine = (top_k_index >= first) & (top_k_index < first + local)
-        # transformers' expert-parallel convention: another rank's expert is the sentinel index
-        # `local` with a zero routing weight, which every experts implementation skips
-        index = torch.where(mine, top_k_index - first, torch.full_like(top_k_index, local))
-        top_k_weights = top_k_weights.masked_fill(~mine, 0.0)
+        index, top_k_weights = local_routing(top_k_index, top_k_weights, first, local)
         with _local_parameters(experts, local):
             partial = forward(hidden_states, index, top_k_weights, *args, **kwargs)
         return DTensor.from_local(partial, mesh, [Partial()], run_check=False).redistribute(
             mesh, [Replicate()]).to_local()
 
     experts.forward = local_forward
+
+
+def local_routing(top_k_index: torch.Tensor, top_k_weights: torch.Tensor, first: int,
+                  local: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The routing of one rank holding experts [first, first + local): its experts renumbered from 0,
+    another rank's expert the sentinel index `local` with a zero routing weight (transformers'
+    expert-parallel convention, which every experts implementation skips). The tracer routes its
+    rank the same way (frenzy.memory.trace.experts)."""
+    mine = (top_k_index >= first) & (top_k_index < first + local)
+    index = torch.where(mine, top_k_index - first, torch.full_like(top_k_index, local))
+    return index, top_k_weights.masked_fill(~mine, 0.0)
 
 
 def _all_reduced_gradient(x: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:

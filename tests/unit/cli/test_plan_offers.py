@@ -49,6 +49,8 @@ MATRIX = [  # (model, method, precision, global batch, seq): TP families and not
     ("meta-llama/Llama-3.1-70B", "qlora", "bf16-mixed", 16, 2048),
     ("google/gemma-3-27b-pt", "full", "bf16-mixed", 16, 2048),
     ("meta-llama/Llama-3.2-3B", "full", "fp16-mixed", 32, 4096),
+    ("Qwen/Qwen3-30B-A3B", "lora", "bf16-mixed", 64, 2048),
+    ("Qwen/Qwen1.5-MoE-A2.7B", "full", "bf16-mixed", 32, 2048),
 ]
 
 
@@ -67,6 +69,16 @@ def test_every_plan_shown_passes_the_workers_validation_and_fits_by_hand(model, 
         assert row["memory"]["required_bytes"] <= 0.95 * gpu.memory_bytes
         assert row["headroom_bytes"] == int(0.95 * gpu.memory_bytes) - row["memory"]["required_bytes"]
         assert gpu.supports_bf16 or not Precision(precision).needs_bf16
+
+
+@pytest.mark.parametrize("model, method", [("mistralai/Mixtral-8x7B-v0.1", "lora"), ("Qwen/Qwen3-30B-A3B", "lora"),
+                                           ("Qwen/Qwen1.5-MoE-A2.7B", "full")])
+def test_moe_models_are_offered_tensor_parallel_plans_the_worker_runs(model, method):
+    # experts split by expert (whole experts per rank); with and without sequence parallelism
+    rows = plan_json(model, "--method", method, "--faster", "3")
+    split = [row for row in rows if row["tp"] > 1]
+    assert split and all(row["runnable"] for row in split)
+    assert any(row["sequence_parallel"] for row in split)
 
 
 def test_all_adds_the_plans_the_worker_does_not_run_with_the_workers_reason():

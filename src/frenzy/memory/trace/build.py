@@ -7,8 +7,9 @@ What is built, by training method (matching MARP's weight accounting):
     fp32 training), adapters (peft, lora_dropout 0) in the storage dtype;
   * QLoRA: as LoRA, with every frozen projection except the LM head replaced by an NF4 stand-in
     (see qlora.py) that dequantises to the compute dtype.
-Tensor parallelism builds one rank's shard: heads, KV heads (at least one), intermediate and vocab
-sizes divided by tp with head_dim pinned, for llama-style families only.
+Tensor parallelism builds one rank's shard: heads, KV heads (at least one), dense intermediate and
+vocab sizes divided by tp with head_dim pinned, for the families of the rule table; routed experts
+are then split by expert as the worker splits them (trace.experts).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import nn
 from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys, text_config
 from frenzy.core.tensor_parallel import TP_RULES
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
+from frenzy.memory.trace.experts import routed_width_key
 from frenzy.memory.trace.patches import decoder_layers, setattr_during
 
 # Normalised projection names -> module-name suffixes peft matches ("a.b" matches "...a.b").
@@ -139,7 +141,8 @@ def check_sequence(cfg: dict, seq_len: int) -> None:
 
 
 def shard_config(cfg: dict, tp: int) -> dict:
-    """One tensor-parallel rank's config: heads, KV heads, intermediate and vocab divided by tp."""
+    """One tensor-parallel rank's config: heads, KV heads, dense intermediate and vocab divided by tp;
+    routed experts keep their width (split by expert after the build: trace.experts)."""
     if tp == 1:
         return dict(cfg)
     kind = model_type(cfg)
@@ -153,8 +156,9 @@ def shard_config(cfg: dict, tp: int) -> dict:
     out["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // heads
     out["num_attention_heads"] = heads // tp
     out["num_key_value_heads"] = max(1, (cfg.get("num_key_value_heads") or heads) // tp)
+    routed = routed_width_key(cfg, kind)  # split by expert, not by width (trace.experts)
     for key in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", *_TP_WIDTHS):
-        if cfg.get(key):
+        if cfg.get(key) and key != routed:
             if cfg[key] % tp:
                 raise ValueError(f"{key}={cfg[key]} does not split over tp={tp}")
             out[key] = cfg[key] // tp

@@ -14,7 +14,7 @@ from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Attention, Method, Optimizer, Recompute, TrainingConfig, recompute_warning
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
-from frenzy.memory.trace import build, fsdp, optim, patches, pipeline_stage, sequence_parallel, step
+from frenzy.memory.trace import build, experts, fsdp, optim, patches, pipeline_stage, sequence_parallel, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
@@ -92,6 +92,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         vocab = net.get_output_embeddings().weight.shape[0]
         piped = _pipeline_stage(net, training, plan, stage)
         layers = patches.decoder_layers(net)
+        experts.split_by_expert(layers, cfg["model_type"], plan.tp)
         recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
         _configure_recompute(net, layers, training, plan, recorder, semantics, stack)
         if sharded:
