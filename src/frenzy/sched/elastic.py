@@ -89,11 +89,33 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
 
 
 def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
-                 seconds_of: Callable[[QueuedJob], dict], min_gain_s: float) -> dict[str, tuple]:
-    """Running jobs (past MIN_RUN_S) with usable plans REQUEUE_MIN_SPEEDUP x faster per step that
-    would cut their remaining time by at least `min_gain_s`, by job id: (the job re-queued for its
-    remaining steps with its original submit time, the running job, those faster plans in the
-    order `options_of` lists them)."""
+                 seconds_of: Callable[[QueuedJob], dict], restart_s: float, tuned: float = 0.0) -> dict[str, tuple]:
+    """Running jobs (past MIN_RUN_S) with usable plans that would finish their remaining steps
+    sooner by more than the restart a move costs, in no more GPU-seconds (the restart included)
+    than they take where they are, by job id: (the job re-queued for its remaining steps with its
+    original submit time, the running job, those plans in the order `options_of` lists them)."""
+    if tuned:
+        return _slow_runners_tuned(state, now, options_of, seconds_of, tuned)
+    out = {}
+    for run in state.running:
+        if run.job is None or run.expected_end_s is None or now - run.start_time_s < MIN_RUN_S \
+                or not run.job.buys_time:  # a faster plan costs a cost job more
+            continue
+        seconds = seconds_of(run.job)
+        step_s = seconds.get(id(run.choice))
+        if not step_s or seconds["fastest"] >= step_s:
+            continue  # cheap test first: it runs on its fastest plan
+        steps_left = (run.expected_end_s - now) / step_s
+        here_gpu_s = run.choice.num_gpus * steps_left * step_s
+        faster = [plan for plan, gpus, s in options_of(run.job)
+                  if steps_left * (step_s - s) > restart_s and gpus * (restart_s + steps_left * s) <= here_gpu_s]
+        if faster:
+            job = replace(run.job, spec=replace(run.job.spec, steps=max(1, round(steps_left))))
+            out[run.job_id] = (job, run, faster)
+    return out
+
+
+def _slow_runners_tuned(state, now, options_of, seconds_of, min_gain_s: float) -> dict[str, tuple]:
     out = {}
     for run in state.running:
         if run.job is None or run.expected_end_s is None or now - run.start_time_s < MIN_RUN_S \

@@ -53,7 +53,8 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
                     latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float],
-                    exclude: set[str] = frozenset(), unsplit: bool = True) -> list[Decision]:
+                    exclude: set[str] = frozenset(), unsplit: bool = True,
+                    restart_s: float | None = None) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
     `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
     bound on the job's run time over its plans) rule most jobs and plans out in O(1). Jobs in
@@ -64,13 +65,16 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
-    for job, plans in waiting:
+    if restart_s is not None:
+        horizon = max(latest_end.values(), default=now) - now
+    for item in waiting:
+        job, plans = item[0], item[1]
         if placed >= MAX_PREEMPTING_JOBS:
             break
         if not plans or shortest_run_s(job) > horizon:
             continue
         for choice in plans:
-            threshold = now + PREEMPT_FACTOR * run_s(job, choice)
+            threshold = now + (PREEMPT_FACTOR * run_s(job, choice) if restart_s is None else run_s(job, choice))
             if latest_end.get(choice.gpu.name, 0.0) <= threshold:
                 continue
             if by_type is None:
@@ -94,6 +98,9 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
                 continue  # evicting every candidate would not free room for the plan (on few enough nodes)
             used = {name for name, _ in allocation}  # a victim on none of these nodes freed nothing it uses
             chosen = [victim for victim in chosen if any(name in used for name, _ in victim.allocation)]
+            if restart_s is not None and \
+                    item[2] - (now + run_s(job, choice)) <= len(chosen) * (run_s(job, choice) + restart_s):
+                continue
             for victim in chosen:
                 taken.add(victim.job_id)
                 pool.release(victim)

@@ -422,10 +422,12 @@ def test_frenzy_expects_short_jobs_queued_ahead_to_give_their_gpus_back():
 def test_frenzy_reserves_gpus_only_for_a_job_that_has_waited_long():
     # 4 A100s are free and 4 end at t=100 s: the head job waits for all 8. A job behind it would
     # hold the 4 free ones well past t=100 s. A head that has waited RESERVE_AFTER_RUNS x its run
-    # holds a reservation and the job behind waits; a head that has just arrived does not.
+    # holds a reservation and the job behind waits; a head that has just arrived does not. (Without
+    # the lean rule, which would keep the head off its 8-GPU plan while a job behind it needs A100s:
+    # frenzy.sched.lean, tested in test_lean.py.)
     from dataclasses import replace
 
-    from frenzy.sched.policies.has import RESERVE_AFTER_RUNS
+    from frenzy.sched.policies.has import RESERVE_AFTER_RUNS, HeterogeneityAwareScheduler
 
     def fastest_first(job):  # plans in predicted finish-time order, as MARP ranks them
         seconds = step_seconds(job)
@@ -435,11 +437,11 @@ def test_frenzy_reserves_gpus_only_for_a_job_that_has_waited_long():
     state = _a100_state([_running(_elastic_job("wide", steps=100_000), 4, now, remaining_s=90.0)])
     behind = fastest_first(_elastic_job("behind", steps=20_000, submit=now))
     fresh = fastest_first(_elastic_job("head", steps=100_000, submit=0.0))
-    (place,) = get_policy("frenzy").schedule(state, [fresh, behind], now)
+    (place,) = HeterogeneityAwareScheduler(lean=False).schedule(state, [fresh, behind], now)
     assert place.job_id == "behind" and place.choice.num_gpus == 4
     head_run_s = 60.0 + 100_000 * step_seconds(fresh)["fastest"]
     starving = replace(fresh, submit_time_s=now - RESERVE_AFTER_RUNS * head_run_s)
-    assert get_policy("frenzy").schedule(state, [starving, behind], now) == []
+    assert HeterogeneityAwareScheduler(lean=False).schedule(state, [starving, behind], now) == []
 
 
 def test_elastic_grow_takes_idle_gpus_and_spares_recent_starts():

@@ -29,6 +29,9 @@ make it time-aware:
     narrower one of its type, when it fits, and otherwise waits for it (no patience). Jobs past
     the head walk their plans in finish-time order like any other; a starving job (see
     reservation) keeps the walk and goes first;
+  - lean plans: a job takes a plan that costs more GPU-seconds than its leanest plan of that GPU
+    type (a wider data-parallel scale-out) only into free GPUs of the type that no job left in
+    the queue needs (frenzy.sched.lean);
   - preemption: a waiting job far shorter than a running job's remaining time may evict it, where
     that frees room for its plan on as few nodes as it needs (frenzy.sched.preemption:
     shortest-job-first with a restart-cost guard);
@@ -55,6 +58,7 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.perf import step_time
 from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
+from frenzy.sched.lean import QueueDemand
 from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
 from frenzy.sched.order import by_response_ratio, by_work
@@ -102,6 +106,10 @@ class _Reservation:
     spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
 
 
+def _lean_of(job: QueuedJob) -> dict:
+    return step_seconds(job)["lean_by_type"]
+
+
 def _split_step_s(job: QueuedJob, choice: PlanChoice, nodes: int) -> float:
     """Predicted seconds per step of `choice` spread over `nodes` nodes (its data-parallel traffic
     crosses the inter-node network)."""
@@ -122,7 +130,8 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, order: str = "work",
                  reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
                  requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
-                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0):
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0, lean: bool = True,
+                 requeue_tuned: bool = False, preempt_derived: bool = False):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
         if not reserve_after_runs >= 0:
@@ -135,6 +144,9 @@ class HeterogeneityAwareScheduler:
         self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow, self.assign_jobs, self.price_splits = requeue_slow, assign_jobs, price_splits
+        self.lean = lean
+        self.requeue_tuned = requeue_tuned
+        self.preempt_derived = preempt_derived
         self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
         self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
 
@@ -153,9 +165,12 @@ class HeterogeneityAwareScheduler:
         if contended and self.assign_jobs:
             queue, assigned = self._assigned(queue, movers, pool, now)
         profile = Profile(releases, pool, now) if releases is not None else None
+        demand = QueueDemand(queue, _lean_of) if self.lean else None
         reservation: _Reservation | None = None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
+            if demand is not None:
+                demand.leave(job)
             if job.job_id in movers:
                 decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
                 continue
@@ -163,7 +178,9 @@ class HeterogeneityAwareScheduler:
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
                 continue
-            rank, allocation, run_now_s = self._first_now(job, plans, pool, reservation, now)
+            allowed = None if demand is None or job.job_id in assigned or not job.buys_time else \
+                self._allowed(job, demand, pool)
+            rank, allocation, run_now_s = self._first_now(job, plans, pool, reservation, now, allowed)
             if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
                 hopeless.add(id(plans))
             wait = None
@@ -177,7 +194,8 @@ class HeterogeneityAwareScheduler:
                     seconds = step_seconds(job)
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
-                wait = self._best_wait(job, faster, pool, profile, now)
+                wait = self._best_wait(job, faster if allowed is None else [c for c in faster if allowed(c)],
+                                       pool, profile, now)
             if allocation is not None and \
                     (wait is None or self._finish_now_s(job, run_now_s, wait, pool, now) <= wait[0]):
                 choice = plans[rank]
@@ -241,7 +259,8 @@ class HeterogeneityAwareScheduler:
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, plan_options, step_seconds, self._requeue_gain_s)
+        return slow_runners(state, now, plan_options, step_seconds, self.startup_estimate_s + RESTORE_ESTIMATE_S,
+                            self._requeue_gain_s if self.requeue_tuned else 0.0)
 
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
                       reservation: _Reservation | None, now: float) -> list[Decision]:
@@ -265,10 +284,17 @@ class HeterogeneityAwareScheduler:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
+        if self.preempt_derived:
+            last_end = max(ends[-1] for ends in releases.ends.values())
+            items = [(job, plans, last_end + self._run_s(job, plans[0], pool) if finish is None else finish)
+                     for job, plans, finish in waiting if plans]
+        else:
+            items = [(job, plans) for job, plans, _ in waiting]
+        return preemptions_for(state, pool, items, now,
                                lambda j, c: self._run_s(j, c, pool), latest,
                                lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved,
-                               unsplit=self.price_splits)
+                               unsplit=self.price_splits,
+                               restart_s=self.startup_estimate_s + RESTORE_ESTIMATE_S if self.preempt_derived else None)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
@@ -325,7 +351,14 @@ class HeterogeneityAwareScheduler:
             left * (self._run_s(job, later, pool) - self.startup_estimate_s)
         return min(finish, moved)
 
-    def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float):
+    @staticmethod
+    def _allowed(job: QueuedJob, demand: QueueDemand, pool: FreePool):
+        """Whether the job may take a plan: its leanest of a type, or wider into GPUs nobody left in
+        the queue needs (frenzy.sched.lean)."""
+        seconds = step_seconds(job)
+        return lambda c: demand.allows(job, c, seconds[id(c)], pool)
+
+    def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float, allowed=None):
         """(rank, allocation, predicted start-up + run there) of the first plan that fits now
         without delaying the reservation; (len(plans), None, None) if none does.
 
@@ -337,7 +370,7 @@ class HeterogeneityAwareScheduler:
         split = None
         for rank, choice in enumerate(plans):
             gpu = choice.gpu.name
-            if not pool.fits_total(gpu, choice.num_gpus):
+            if not pool.fits_total(gpu, choice.num_gpus) or (allowed is not None and not allowed(choice)):
                 continue
             if reservation is not None and gpu == reservation.gpu_type and choice.num_gpus > reservation.spare \
                     and now + self._run_s(job, choice, pool) > reservation.start_s:
