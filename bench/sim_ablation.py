@@ -34,7 +34,6 @@ VARIANTS = {  # label -> HeterogeneityAwareScheduler keyword arguments
     "no elastic resizing": {"elastic": False},
     "wider plans also into GPUs the queue needs (was the default)": {"lean": False},
     "plans split over extra nodes taken as any other (was the default)": {"price_splits": False},
-    "reservation for every waiting head (was the default)": {"reserve_after_runs": 0.0},
     "no re-queue of jobs on slow plans (was the default)": {"requeue_slow": False},
     "no preemption": {"preempt": False},
     "not time-aware (plain HAS)": {"time_aware": False},

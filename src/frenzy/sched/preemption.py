@@ -17,8 +17,14 @@ held-out seeds 6-11; unsplit only: 32.7% and 32.7% (runs >= 20%: 68 and 69 of 72
 p99 no worse than sia's in 68 and 65, from 63 and 65). The factor and the cap per call were chosen
 on the bench/sim_jct.py slices (factor 3 / 16 jobs per call against 8 / 4 and 4 / 8); over
 bench/sim_ablation.py's twelve runs x seeds 0-5 the factor still wins (2 -> 27.4%, 2.5 -> 28.6%,
-3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). The
-victim keeps its progress (checkpoint on stop) and queues again.
+3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). A
+derived trade was tried in the factor's place on bench/sim_generalise.py's design half (56 runs):
+preempt when the waiting job's predicted gain (its finish if it waits, minus its finish now)
+exceeds what its victims lose (each its restart plus the waiting job's run). It preempted more
+(11,968 stops against 8,278) and did worse on every count: mean cut vs sia 27.1% against 29.2%,
+p99 no worse than sia's in 40 runs against 41, GPU-hours within +5% of sia's in 19 against 24. The
+factor stays: a victim re-queued waits longer than the short job's run, which the trade leaves out.
+The victim keeps its progress (checkpoint on stop) and queues again.
 """
 
 from __future__ import annotations
@@ -53,8 +59,7 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
                     latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float],
-                    exclude: set[str] = frozenset(), unsplit: bool = True,
-                    restart_s: float | None = None) -> list[Decision]:
+                    exclude: set[str] = frozenset(), unsplit: bool = True) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
     `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
     bound on the job's run time over its plans) rule most jobs and plans out in O(1). Jobs in
@@ -65,16 +70,13 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
-    if restart_s is not None:
-        horizon = max(latest_end.values(), default=now) - now
-    for item in waiting:
-        job, plans = item[0], item[1]
+    for job, plans in waiting:
         if placed >= MAX_PREEMPTING_JOBS:
             break
         if not plans or shortest_run_s(job) > horizon:
             continue
         for choice in plans:
-            threshold = now + (PREEMPT_FACTOR * run_s(job, choice) if restart_s is None else run_s(job, choice))
+            threshold = now + PREEMPT_FACTOR * run_s(job, choice)
             if latest_end.get(choice.gpu.name, 0.0) <= threshold:
                 continue
             if by_type is None:
@@ -98,9 +100,6 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
                 continue  # evicting every candidate would not free room for the plan (on few enough nodes)
             used = {name for name, _ in allocation}  # a victim on none of these nodes freed nothing it uses
             chosen = [victim for victim in chosen if any(name in used for name, _ in victim.allocation)]
-            if restart_s is not None and \
-                    item[2] - (now + run_s(job, choice)) <= len(chosen) * (run_s(job, choice) + restart_s):
-                continue
             for victim in chosen:
                 taken.add(victim.job_id)
                 pool.release(victim)
