@@ -237,11 +237,16 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
     decisions = get_policy("frenzy").schedule(full, [short], now)
     kinds = [(type(d).__name__, d.job_id) for d in decisions]
     assert ("Preempt", "long") in kinds and ("Place", "short") in kinds
-    # A job that (re)started moments ago is not bounced.
-    recent = ClusterState(nodes=full.nodes, running=(RunningJob(
-        job_id="long", choice=t4, allocation=state.running[0].allocation, start_time_s=now - 10,
-        expected_end_s=now + 1e7, job=state.running[0].job),))
-    assert get_policy("frenzy").schedule(recent, [short], now) == []
+    # A job is stopped only once it has run as long as its restart took: start-up (60 s) + checkpoint
+    # restore (30 s) = 90 s since it (re)started.
+    def started(seconds_ago):
+        return ClusterState(nodes=full.nodes, running=(RunningJob(
+            job_id="long", choice=t4, allocation=state.running[0].allocation, start_time_s=now - seconds_ago,
+            expected_end_s=now + 1e7, job=state.running[0].job),))
+    assert get_policy("frenzy").schedule(started(10), [short], now) == []
+    assert get_policy("frenzy").schedule(started(89), [short], now) == []
+    assert ("Preempt", "long") in [(type(d).__name__, d.job_id) for d in get_policy("frenzy").schedule(
+        started(91), [short], now)]
 
 
 # ---- elastic resizing (frenzy.sched.elastic) ------------------------------------------------------
@@ -298,7 +303,7 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
     def decide(finish_if_waiting):
         pool = FreePool(state)
         options = lambda j: [(c, c.num_gpus, step_seconds(j)[id(c)]) for c in j.plans]  # noqa: E731
-        resizable = resizable_jobs(state, now, options, step_seconds, set(), {A100}, 0.0)
+        resizable = resizable_jobs(state, now, options, step_seconds, set(), {A100}, 0.0, min_run_s=restart)
         decisions = shrink_for([(new, [lean], finish_if_waiting)], pool, resizable, now, run_new, restart)
         _check(decisions, state)
         return decisions
