@@ -97,10 +97,10 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
 def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
                  seconds_of: Callable[[QueuedJob], dict], min_gain_s: float, *,
                  min_run_s: float) -> dict[str, tuple]:
-    """Running jobs (run `min_run_s` since their last start) with usable plans REQUEUE_MIN_SPEEDUP x faster per step that
-    would cut their remaining time by at least `min_gain_s`, by job id: (the job re-queued for its
-    remaining steps with its original submit time, the running job, those faster plans in the
-    order `options_of` lists them)."""
+    """Running jobs (run `min_run_s` since their last start) with usable plans REQUEUE_MIN_SPEEDUP x
+    faster per step that would cut their remaining time by at least `min_gain_s`, by job id: (the
+    job re-queued for its remaining steps with its original submit time, the running job, those
+    faster plans in the order `options_of` lists them)."""
     out = {}
     for run in state.running:
         if run.job is None or run.expected_end_s is None or now - run.start_time_s < min_run_s \
