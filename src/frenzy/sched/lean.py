@@ -11,7 +11,8 @@ is the job's own leanest plan and the queue's own demand.
 
 On bench/sim_generalise.py's design half (56 runs; mean cut vs sia over the jobs both finished,
 runs with p99 no worse than sia's, runs with GPU-hours within +5% of sia's, GPU-hours over all
-runs): without the rule 29.6%, 43, 22, 1.041x; with it 29.2%, 41, 24, 1.026x. Stricter variants
+runs; HAS as it then was, with a reservation for long-waiting jobs): without the rule 29.6%, 43,
+22, 1.041x; with it 29.2%, 41, 24, 1.026x. Stricter variants
 cost far more time than they saved GPU-hours: the same bar for preemption (a victim queues again,
 so no GPU it frees is spare) 24.1%, 47, 24, 1.020x; never a wider plan at all 20.9%, 38, 22,
 1.045x. Most of HAS's remaining excess is not this walk's width: on EF01 x alibaba-openb@256 at
