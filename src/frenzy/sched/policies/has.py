@@ -41,7 +41,8 @@ Without expected ends for running jobs (a live cluster that does not report them
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
 job it may touch, the re-queue O(running jobs) when some GPU is free, the lean rule O(queue x
-types) to count what the queue needs, and a contended call the assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matching.
+types) to count what the queue needs, and a contended call the assignment, O(n^2 x types x plans)
+for its n <= ASSIGNED_JOBS jobs plus the matching.
 """
 
 from __future__ import annotations
