@@ -44,8 +44,8 @@ def lean_by_type(plans: Sequence[PlanChoice], seconds: dict) -> dict[str, tuple[
 
 class QueueDemand:
     """GPUs per type the jobs not yet handled in one scheduling call need at the least (each job's
-    fewest GPUs on every type it can use: a job that can use two types counts on both, so no type's
-    spare GPUs are overstated)."""
+    fewest GPUs on every type it has a plan for: a job that can use two types counts on both, so no
+    type's spare GPUs are overstated)."""
 
     __slots__ = ("needs", "_lean")
 

@@ -53,9 +53,9 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.perf import step_time
 from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
-from frenzy.sched.lean import QueueDemand
 from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
+from frenzy.sched.lean import QueueDemand
 from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.placement import best_fit
 from frenzy.sched.pool import FreePool
