@@ -5,8 +5,13 @@ to end; with heavy-tailed job lengths that dominates average JCT (Sia and Gavel 
 round for this reason). Frenzy knows each job's predicted run time, so it preempts only where the
 trade is clearly good: the victim's predicted remaining time is at least PREEMPT_FACTOR x the
 waiting job's whole run, so the restart cost (start-up + checkpoint restore, ~90 s) stays small
-next to what the short job saves, and the victim has run at least MIN_RUN_S since it (re)started,
-so that a job is not stopped before its first steps. Victims are evicted, longest remaining first,
+next to what the short job saves, and the victim has run, since it (re)started, at least as long
+as its restart took (`min_run_s`: start-up + checkpoint restore), so that a job is not stopped
+before its first steps and never spends more of its time restarting than running. This replaced
+two chosen guards (60 s here, 300 s before a resize, frenzy.sched.elastic): on
+bench/sim_generalise.py's design half (56 runs) they gave a mean cut vs sia of 29.3%, smallest
+-4.2%, p99 no worse than sia's in 41 runs, GPU-hours within +5% of sia's in 23; the restart's 90 s
+for both gave 29.4%, -0.5%, 42, 22. Victims are evicted, longest remaining first,
 until the waiting job's plan fits on as few nodes as it needs (then those on none of its nodes are
 spared): a plan spread over more nodes sends its data-parallel traffic over the network and runs
 slower than the run time the trade was judged on (such splits ran 1.9x slower per step on average
@@ -17,8 +22,14 @@ held-out seeds 6-11; unsplit only: 32.7% and 32.7% (runs >= 20%: 68 and 69 of 72
 p99 no worse than sia's in 68 and 65, from 63 and 65). The factor and the cap per call were chosen
 on the bench/sim_jct.py slices (factor 3 / 16 jobs per call against 8 / 4 and 4 / 8); over
 bench/sim_ablation.py's twelve runs x seeds 0-5 the factor still wins (2 -> 27.4%, 2.5 -> 28.6%,
-3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). The
-victim keeps its progress (checkpoint on stop) and queues again.
+3 -> 28.9%, 4 -> 28.1% mean cut vs sia) and the cap does not bind (8 and 32 give the same). A
+derived trade was tried in the factor's place on bench/sim_generalise.py's design half (56 runs):
+preempt when the waiting job's predicted gain (its finish if it waits, minus its finish now)
+exceeds what its victims lose (each its restart plus the waiting job's run). It preempted more
+(11,968 stops against 8,278) and did worse on every count: mean cut vs sia 27.1% against 29.2%,
+p99 no worse than sia's in 40 runs against 41, GPU-hours within +5% of sia's in 19 against 24. The
+factor stays: a victim re-queued waits longer than the short job's run, which the trade leaves out.
+The victim keeps its progress (checkpoint on stop) and queues again.
 """
 
 from __future__ import annotations
@@ -31,19 +42,13 @@ from frenzy.sched.pool import FreePool
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
 
 PREEMPT_FACTOR = 3.0
-# The victim's guard: about one start-up. A longer guard shields a long job that has only just
-# started from a short one that arrives next, and the short job then waits for its whole run. Over
-# bench/sim_ablation.py's twelve runs x seeds 0-5 (mean cut vs sia; runs >= 20%): 0 s -> 28.7%
-# (57/72), 30 s -> 28.7% (58), 60 s -> 28.9% (61), 90 s -> 28.4% (59), 150 s -> 28.2% (58),
-# 300 s -> 28.2% (57).
-MIN_RUN_S = 60.0
 MAX_PREEMPTING_JOBS = 16  # per scheduling call: bounds the work and the churn of one decision
 
 
-def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
+def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, list[RunningJob]]:
     by_type: dict[str, list[RunningJob]] = {}
     for job in state.running:
-        if job.expected_end_s is not None and now - job.start_time_s >= MIN_RUN_S:
+        if job.expected_end_s is not None and now - job.start_time_s >= min_run_s:
             by_type.setdefault(job.choice.gpu.name, []).append(job)
     for jobs in by_type.values():
         jobs.sort(key=lambda j: -j.expected_end_s)  # longest remaining first
@@ -53,7 +58,8 @@ def _candidates(state: ClusterState, now: float) -> dict[str, list[RunningJob]]:
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
                     now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
                     latest_end: dict[str, float], shortest_run_s: Callable[[QueuedJob], float],
-                    exclude: set[str] = frozenset(), unsplit: bool = True) -> list[Decision]:
+                    exclude: set[str] = frozenset(), unsplit: bool = True, *,
+                    min_run_s: float) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
     `latest_end` (latest expected end of a running job per GPU type) and `shortest_run_s` (a lower
     bound on the job's run time over its plans) rule most jobs and plans out in O(1). Jobs in
@@ -74,7 +80,7 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             if latest_end.get(choice.gpu.name, 0.0) <= threshold:
                 continue
             if by_type is None:
-                by_type = _candidates(state, now)
+                by_type = _candidates(state, now, min_run_s)
             gpu, need = choice.gpu.name, choice.num_gpus
             victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
             if not victims or pool.capacity.get(gpu, 0) < need:

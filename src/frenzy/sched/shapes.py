@@ -11,6 +11,7 @@ from typing import Sequence
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.assignment import plan_grid
 from frenzy.sched.configs import duration_s
+from frenzy.sched.lean import lean_by_type
 from frenzy.sched.types import QueuedJob
 
 _PER_SHAPE_LIMIT = 20_000
@@ -35,7 +36,7 @@ def _per_shape(cache: dict, compute, job: QueuedJob, *args):
 def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
     fewest GPUs any of them needs; "fastest": the least seconds per step of any; "leanest_gpu_s":
-    the least GPU-seconds per step of any)."""
+    the least GPU-seconds per step of any; "lean_by_type": frenzy.sched.lean.lean_by_type)."""
     entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
     if entry is not None and entry[0] is job.plans:
         return entry[1]
@@ -48,6 +49,7 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
     seconds["fastest"] = min((seconds[id(c)] for c in job.plans), default=float("inf"))
     seconds["leanest_gpu_s"] = min((seconds[id(c)] * c.num_gpus for c in job.plans), default=float("inf"))
+    seconds["lean_by_type"] = lean_by_type(job.plans, seconds)
     return seconds
 
 

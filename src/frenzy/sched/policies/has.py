@@ -17,18 +17,16 @@ make it time-aware:
     ends, then each job ahead in the queue taking the earliest GPUs and giving them back at its end
     (where enough GPUs are free but split over nodes, when running jobs' ends free enough of them
     on few enough nodes);
-  - reservation: the first waiting job that has waited RESERVE_AFTER_RUNS x its predicted run holds
-    a reservation on the GPU type it waits for, and jobs behind it are backfilled there only within
-    the spare GPUs or if they finish before the reservation starts (EASY backfilling, Lifka 1995),
-    so it cannot be overtaken indefinitely;
   - joint assignment under contention: when the queue needs more GPUs than are free, the first
     ASSIGNED_JOBS jobs get their GPU type and plan from one min-cost matching of jobs to positions
     on the GPU types (frenzy.sched.assignment): each plan is priced by its own time plus the
     GPU-seconds it takes from the jobs behind it, so the fast GPUs go to the jobs that gain most
     there and a job with many behind it takes a lean plan; an assigned job takes its plan, or a
     narrower one of its type, when it fits, and otherwise waits for it (no patience). Jobs past
-    the head walk their plans in finish-time order like any other; a starving job (see
-    reservation) keeps the walk and goes first;
+    the head walk their plans in finish-time order like any other;
+  - lean plans: a job takes a plan that costs more GPU-seconds than its leanest plan of that GPU
+    type (a wider data-parallel scale-out) only into free GPUs of the type that no job left in
+    the queue needs (frenzy.sched.lean);
   - preemption: a waiting job far shorter than a running job's remaining time may evict it, where
     that frees room for its plan on as few nodes as it needs (frenzy.sched.preemption:
     shortest-job-first with a restart-cost guard);
@@ -42,13 +40,13 @@ now: no patience, joint assignment, growth or re-queue, which all spend GPU-hour
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
-job it may touch, the re-queue O(running jobs) when some GPU is free, and a contended call the
-assignment, O(n^2 x types x plans) for its n <= ASSIGNED_JOBS jobs plus the matching.
+job it may touch, the re-queue O(running jobs) when some GPU is free, the lean rule O(queue x
+types) to count what the queue needs, and a contended call the assignment, O(n^2 x types x plans)
+for its n <= ASSIGNED_JOBS jobs plus the matching.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -57,6 +55,7 @@ from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
 from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
                                   slow_runners)
+from frenzy.sched.lean import QueueDemand
 from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.placement import best_fit
 from frenzy.sched.pool import FreePool
@@ -68,38 +67,25 @@ from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
 RESTORE_ESTIMATE_S = 30.0  # a restart's extra: loading the checkpoint
-# No plan is left out for being slow: a job started on slow GPUs because the fast ones are busy
-# re-queues for the fast ones and moves when they free (frenzy.sched.elastic.slow_runners), and
-# patience already keeps a job waiting where a faster plan would finish sooner. Two rules went on
-# bench/sim_generalise.py's design half: a cap at 6x the job's fastest plan (chosen on the
-# bench/sim_jct.py slices) and a walk of the plans by GPU-seconds for the jobs behind a contended
-# queue's jointly assigned head. Over its 56 runs (mean cut vs sia over the jobs both finished;
-# runs with p99 no worse than sia's): with both 29.9%, 37; without the walk 29.9%, 35; without the
-# cap 29.5%, 44; without either 29.5%, 45 (GPU-hours 1.03x sia's over the 56 runs, from 0.98x).
-# A waiting job holds a reservation once it has waited this many times its predicted run. Reserving
-# for every head of the queue (0) kept jobs behind it off GPUs they could have used and finished on;
-# the queue's order (then highest response ratio next) and preemption already serve most jobs, so
-# the reservation is left to guard the rare job they starve. On bench/sim_ablation.py's twelve runs
-# over seeds 0-2 (mean cut vs sia, before the re-queue): 0 -> 20.5%, 1 -> 20.8%, 3 -> 21.0%,
-# 5 -> 21.5%, 10 -> 22.6%, 20 -> 23.1%, never -> 22.9%. On bench/sim_generalise.py's design half
-# it earns little on average (never: 29.8% against 29.9%, p99 no worse than sia's in 35 runs of 56
-# against 37) but is kept: it is what bounds the wait of a job that smaller ones keep overtaking.
-RESERVE_AFTER_RUNS = 20.0
+# No plan is left out for being slow (a job started on slow GPUs moves when fast ones free,
+# frenzy.sched.elastic.slow_runners), and no job holds a reservation (EASY backfilling): on
+# bench/sim_generalise.py's design half neither a cap at 6x the job's fastest plan nor a reservation
+# for a job that had waited 20x its run earned anything (docs/SIMULATOR.md); aging in the queue's
+# order (frenzy.sched.order) is what bounds a job's wait.
 # While the queue needs more GPUs than are free, the first this many jobs of the queue get their GPU
 # type and plan from one assignment (frenzy.sched.assignment); the matching costs O(n^2 x types) and,
 # on the structured costs of positions, took ~0.2 ms at 48 jobs. On bench/sim_ablation.py's twelve
 # runs over seeds 0-5 (mean cut vs sia): 12 -> 27.7%, 16 -> 27.9%, 24 -> 28.2%, 32 -> 27.9%,
 # 48 -> 27.9% (over seeds 0-2: 24 -> 28.0%, 32 -> 27.7%, 40 -> 28.2%, 48 -> 28.4%, 64 -> 27.4%,
-# 96 -> 27.9%): flat, so the cheaper head.
+# 96 -> 27.9%): flat, so the cheaper head. A bound on the matching's work rather than a tuned value:
+# on bench/sim_generalise.py's design half 12 gave the same mean cut vs sia as 24 (29.2% against
+# 29.3%) with GPU-hours within +5% of sia's in 20 runs against 23.
 ASSIGNED_JOBS = 24
 ORDERS = ("work", "hrrn", "fifo")
 
 
-@dataclass(slots=True)
-class _Reservation:
-    start_s: float
-    gpu_type: str
-    spare: int  # GPUs of this type free at start_s beyond what the reserved plan needs
+def _lean_of(job: QueuedJob) -> dict:
+    return step_seconds(job)["lean_by_type"]
 
 
 def _split_step_s(job: QueuedJob, choice: PlanChoice, nodes: int) -> float:
@@ -120,22 +106,22 @@ class HeterogeneityAwareScheduler:
     round_s = None  # event-driven: called on every arrival and completion
 
     def __init__(self, *, time_aware: bool = True, order: str = "work",
-                 reserve_after_runs: float = RESERVE_AFTER_RUNS, preempt: bool = True, elastic: bool = True,
+                 preempt: bool = True, elastic: bool = True,
                  requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
-                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0):
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0, lean: bool = True):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
-        if not reserve_after_runs >= 0:
-            raise ValueError("reserve_after_runs is a wait in predicted runs and must be >= 0 (0 reserves for every "
-                             f"waiting head of the queue), got {reserve_after_runs}")
         if not grow_min_gain >= 0:
             raise ValueError(f"grow_min_gain is in restarts saved and must be >= 0, got {grow_min_gain}")
         self.time_aware, self.order = time_aware, order
         self.startup_estimate_s = startup_estimate_s
-        self.reserve_after_runs = reserve_after_runs
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow, self.assign_jobs, self.price_splits = requeue_slow, assign_jobs, price_splits
-        self._requeue_gain_s = REQUEUE_MIN_GAIN * (startup_estimate_s + RESTORE_ESTIMATE_S)
+        self.lean = lean
+        # A restart's cost: what a move must save (REQUEUE_MIN_GAIN of them to re-queue) and how long
+        # a job runs before it may be stopped again (preempted, resized or moved).
+        self._restart_s = startup_estimate_s + RESTORE_ESTIMATE_S
+        self._requeue_gain_s = REQUEUE_MIN_GAIN * self._restart_s
         self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
@@ -151,19 +137,23 @@ class HeterogeneityAwareScheduler:
         hopeless: set[int] = set()  # plan lists with no plan fitting now: free GPUs only shrink in a call
         assigned: dict[str, list[PlanChoice]] = {}
         if contended and self.assign_jobs:
-            queue, assigned = self._assigned(queue, movers, pool, now)
+            queue, assigned = self._assigned(queue, movers, pool)
         profile = Profile(releases, pool, now) if releases is not None else None
-        reservation: _Reservation | None = None
+        demand = QueueDemand(queue, _lean_of) if self.lean else None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
+            if demand is not None:
+                demand.leave(job)
             if job.job_id in movers:
-                decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, reservation, now)
+                decisions += self._move_if_fits(job, movers[job.job_id], pool, profile, now)
                 continue
             plans = assigned.get(job.job_id) or usable_plans(job)
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
                 continue
-            rank, allocation, run_now_s = self._first_now(job, plans, pool, reservation, now)
+            allowed = None if demand is None or job.job_id in assigned or not job.buys_time else \
+                self._allowed(job, demand, pool)
+            rank, allocation, run_now_s = self._first_now(job, plans, pool, allowed)
             if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
                 hopeless.add(id(plans))
             wait = None
@@ -177,13 +167,11 @@ class HeterogeneityAwareScheduler:
                     seconds = step_seconds(job)
                     now_s = seconds.get(id(plans[rank]), float("inf"))
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
-                wait = self._best_wait(job, faster, pool, profile, now)
+                wait = self._best_wait(job, faster if allowed is None else [c for c in faster if allowed(c)],
+                                       pool, profile, now)
             if allocation is not None and \
                     (wait is None or self._finish_now_s(job, run_now_s, wait, pool, now) <= wait[0]):
                 choice = plans[rank]
-                if reservation is not None and choice.gpu.name == reservation.gpu_type and \
-                        now + run_now_s > reservation.start_s:
-                    reservation.spare -= choice.num_gpus
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
                 pool.take(choice.gpu.name, allocation)
@@ -193,33 +181,26 @@ class HeterogeneityAwareScheduler:
             if wait is not None:
                 _, start, choice = wait
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
-                if reservation is None and now - job.submit_time_s >= self.reserve_after_runs * (wait[0] - start):
-                    spare = profile.available_at(choice.gpu.name, start)
-                    reservation = _Reservation(start_s=start, gpu_type=choice.gpu.name, spare=spare)
         moved = {d.job_id for d in decisions} & movers.keys()
         decisions += self._preemptions(state, pool, releases, waiting, now, moved)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
-    def _assigned(self, queue: Sequence[QueuedJob], movers, pool: FreePool,
-                  now: float) -> tuple[list[QueuedJob], dict[str, list[PlanChoice]]]:
+    def _assigned(self, queue: Sequence[QueuedJob], movers,
+                  pool: FreePool) -> tuple[list[QueuedJob], dict[str, list[PlanChoice]]]:
         """The queue re-ordered for a contended call, and the plans each of its first ASSIGNED_JOBS
         jobs may take: the one the joint assignment gives it, then the narrower ones of its type
-        (frenzy.sched.assignment.assign_head). A job that has waited reserve_after_runs x its
-        fastest run is left to the greedy walk and goes first, so the reservation still guards
-        it; then the assigned jobs, each type's pool in its order."""
+        (frenzy.sched.assignment.assign_head): the assigned jobs first, each type's pool in its
+        order, then the rest of the queue."""
         types = tuple(sorted(pool.capacity))
-        head, grids, starving = [], [], []
+        head, grids = [], []
         for job in queue:
             if len(head) == ASSIGNED_JOBS:
                 break
             grid = None if job.job_id in movers else plan_grid_of(job, types)
             if grid is None or not any(grid[1]) or not job.buys_time:
                 continue  # a mover, a job with no usable plan, or one whose plans are ranked by cost
-            if now - job.submit_time_s >= self.reserve_after_runs * self._run_s(job, None, pool):
-                starving.append(job)
-            else:
-                head.append(job)
-                grids.append(grid)
+            head.append(job)
+            grids.append(grid)
         # The assignment depends only on the head's shapes and steps: between events that leave the
         # head as it was (about a quarter of contended calls), the last one is reused. The key holds
         # the grids themselves, so their ids cannot be recycled while it is kept.
@@ -230,8 +211,7 @@ class HeterogeneityAwareScheduler:
             self._last_assignment = (key, picks)
         assigned = {job.job_id: pick for job, pick in zip(head, picks) if pick is not None}
         first = sorted((job for job in head if job.job_id in assigned), key=lambda j: -assigned[j.job_id][1])
-        taken = {j.job_id for j in starving} | assigned.keys()
-        return starving + first + [j for j in queue if j.job_id not in taken], \
+        return first + [j for j in queue if j.job_id not in assigned], \
             {job_id: plans for job_id, (plans, _) in assigned.items()}
 
     def _slow_runners(self, state: ClusterState, pool: FreePool, releases: Releases | None,
@@ -241,15 +221,15 @@ class HeterogeneityAwareScheduler:
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, plan_options, step_seconds, self._requeue_gain_s)
+        return slow_runners(state, now, plan_options, step_seconds, self._requeue_gain_s, min_run_s=self._restart_s)
 
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
-                      reservation: _Reservation | None, now: float) -> list[Decision]:
+                      now: float) -> list[Decision]:
         """Move a re-queued running job (`job.spec.steps`: the steps it has left) to the first of
         its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
         running where it is."""
         _, run, faster = mover
-        rank, allocation, run_s = self._first_now(job, faster, pool, reservation, now)
+        rank, allocation, run_s = self._first_now(job, faster, pool)
         if allocation is None:
             return []
         choice = faster[rank]
@@ -268,7 +248,7 @@ class HeterogeneityAwareScheduler:
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
                                lambda j, c: self._run_s(j, c, pool), latest,
                                lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved,
-                               unsplit=self.price_splits)
+                               unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
@@ -282,13 +262,13 @@ class HeterogeneityAwareScheduler:
                  for job, plans, finish in waiting if plans and job.job_id not in touched]
         if not still and all(n <= 0 for n in pool.totals.values()):
             return []  # nobody waits and no GPU is idle: the common case, kept cheap
-        restart_s = self.startup_estimate_s + RESTORE_ESTIMATE_S
+        restart_s = self._restart_s
         # Shrinking serves types some waiting job lacks GPUs of; growing must save its restart (plus
         # grow_min_gain restarts: 0 unless set for an ablation).
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
         resizable = resizable_jobs(state, now, plan_options, step_seconds,
-                                   touched, short, self.grow_min_gain * restart_s)
+                                   touched, short, self.grow_min_gain * restart_s, min_run_s=restart_s)
         if not resizable:
             return []
         decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
@@ -325,9 +305,16 @@ class HeterogeneityAwareScheduler:
             left * (self._run_s(job, later, pool) - self.startup_estimate_s)
         return min(finish, moved)
 
-    def _first_now(self, job, plans, pool: FreePool, reservation: _Reservation | None, now: float):
+    @staticmethod
+    def _allowed(job: QueuedJob, demand: QueueDemand, pool: FreePool):
+        """Whether the job may take a plan: its leanest of a type, or wider into GPUs nobody left in
+        the queue needs (frenzy.sched.lean)."""
+        seconds = step_seconds(job)
+        return lambda c: demand.allows(job, c, seconds[id(c)], pool)
+
+    def _first_now(self, job, plans, pool: FreePool, allowed=None):
         """(rank, allocation, predicted start-up + run there) of the first plan that fits now
-        without delaying the reservation; (len(plans), None, None) if none does.
+        (and that `allowed` allows, if given); (len(plans), None, None) if none does.
 
         Where only parts of nodes are free, best fit may spread a plan over more nodes than it
         needs, and its data-parallel traffic then crosses the inter-node network (a 4 + 4 split of
@@ -337,10 +324,7 @@ class HeterogeneityAwareScheduler:
         split = None
         for rank, choice in enumerate(plans):
             gpu = choice.gpu.name
-            if not pool.fits_total(gpu, choice.num_gpus):
-                continue
-            if reservation is not None and gpu == reservation.gpu_type and choice.num_gpus > reservation.spare \
-                    and now + self._run_s(job, choice, pool) > reservation.start_s:
+            if not pool.fits_total(gpu, choice.num_gpus) or (allowed is not None and not allowed(choice)):
                 continue
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
             if allocation is None:
@@ -375,7 +359,7 @@ class HeterogeneityAwareScheduler:
     def _unsplit_start(choice: PlanChoice, pool: FreePool, releases: Releases, now: float) -> float | None:
         """When the plan would first fit on as few nodes as it needs, as the running jobs of its
         type end and give their nodes' GPUs back; None if it fits so now (something else, the
-        reservation, kept the job off it) or never."""
+        lean rule, kept the job off it) or never."""
         gpu = choice.gpu.name
         free = dict(pool.free[gpu])
         nodes = pool.fewest_nodes(gpu, choice.num_gpus)
