@@ -219,7 +219,8 @@ def main() -> None:
     options = f" HAS options {has_options}." if has_options else ""
     reused = f" (the other policies' runs read from {args.baselines})" \
         if len(runs) * len(policies) > simulations else ""
-    md = ("## Does HAS generalise? frenzy vs sia on held-out traces and clusters\n\n"
+    title = "frenzy vs sia" if args.objective == "time" else "every policy's cost under the cost objective"
+    md = (f"## Does HAS generalise? {title} on held-out traces and clusters\n\n"
           f"Every trace (ten ElasticFlow clusters, Philly; {args.jobs} jobs from the middle of each) on five "
           f"cluster shapes ({', '.join(CLUSTERS)}) at offered loads {', '.join(f'{x:.1f}' for x in args.loads)} "
           "(the arrival scale that gives each is in brackets). The trace x cluster pairs are split before "
