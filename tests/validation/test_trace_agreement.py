@@ -54,15 +54,13 @@ def test_selective_checkpointing_matches_the_trace_within_1_percent(case):
 # known to be coarser (bounds at the measured misses, so that a regression fails): under full
 # recomputation the peak sits inside a layer's experts backward, which MARP takes as the wider of
 # the backward's start and its gate/up gradients (Qwen-MoE -2.9% to -0.2%, PhiMoE -0.5% to +3.5%,
-# Mixtral +5.8% full, +7.5% LoRA); LoRA at tp 4 with sequence parallelism peaks in the forward,
-# where the residual stream beside the MoE block's copies is not counted (-1.8%).
+# Mixtral +5.8% full, +7.5% LoRA). LoRA at tp 4 with sequence parallelism peaks in the forward inside
+# the last MoE block, beside the layer's residual and norm-output shards (-0.9%).
 MOE_TP_CASES = moe_tp_cases()
 
 
 def _allowed(case) -> float:
-    if case.plan.recompute.name == "FULL":
-        return 0.08
-    return 0.02 if case.plan.tp == 4 and case.plan.sequence_parallel else 0.01
+    return 0.08 if case.plan.recompute.name == "FULL" else 0.01
 
 
 @pytest.mark.parametrize("case", MOE_TP_CASES, ids=[c.label for c in MOE_TP_CASES])

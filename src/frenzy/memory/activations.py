@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from functools import lru_cache
 
-from frenzy.core.model import ModelArch, Router
+from frenzy.core.model import ModelArch, Norm, Router
 from frenzy.core.plan import ParallelPlan
 from frenzy.core.training import Method, Recompute, TrainingConfig
 from frenzy.memory.layer_inventory import (_norms_share_input, checkpointed_input_bytes, layer_inventory,
@@ -152,6 +152,30 @@ def moe_forward_temporary_bytes_per_token(arch: ModelArch, training: TrainingCon
     c, h, k = training.precision.compute_bytes, arch.hidden_size, arch.experts_per_token
     frozen = training.method is not Method.FULL
     return k * 2 * _weighted_output_bytes(arch, training) * h + (k + 1) * c * h * frozen
+
+
+def moe_layer_locals_bytes_per_token(arch: ModelArch, training: TrainingConfig, plan: ParallelPlan) -> int:
+    """What the decoder layer itself holds while its grouped-mm MoE block runs, beside the block's
+    temporaries (`moe_forward_temporary_bytes_per_token`), per token. The layer's forward
+    (`residual = h; h = norm(h); h = mlp(h); h = residual + h`) keeps two locals alive meanwhile:
+      * the residual, the stream after attention, which nothing saves when the post-attention norm
+        upcasts it into an fp32 copy of its own: a 16-bit stream (LoRA's, or pure bf16) read by an
+        RMSNorm, or by a LayerNorm under autocast. An fp32 stream, or a LayerNorm reading its input's
+        own dtype, keeps that very tensor (counted in the layer's norms);
+      * under sequence parallelism the norm's output, a sequence shard: the block all-gathers it and
+        reads the gathered copy (the block input, counted by the block or saved by its readers).
+        Without it the norm's output is the block input itself.
+    Under sequence parallelism both are the rank's sequence shard (1 / tp per token)."""
+    if not _grouped_experts(arch):
+        return 0
+    h, stream = arch.hidden_size, checkpointed_input_bytes(arch, training)
+    layer_norm = arch.norm is Norm.LAYER
+    upcast_copy = stream == 2 and (not layer_norm or training.precision.is_mixed)
+    locals_ = stream * h if upcast_copy else 0
+    if plan.sequence_parallel:
+        normalised = 4 if layer_norm and training.precision.is_mixed else stream  # autocast's layer_norm is fp32
+        locals_ = (locals_ + normalised * h) // plan.tp
+    return locals_
 
 
 def outside_layers_bytes_per_token(arch: ModelArch, training: TrainingConfig, first: bool, last: bool,

@@ -119,7 +119,8 @@ def _per_token_bytes(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, s
     return (act.stored_bytes_per_token_per_layer(arch, training, plan, seq), outside,
             act.recomputed_layer_bytes_per_token(arch, training, plan, seq),
             act.layer_backward_temporary_bytes_per_token(arch, training, plan),
-            act.moe_forward_temporary_bytes_per_token(arch, training),
+            act.moe_forward_temporary_bytes_per_token(arch, training) + act.moe_layer_locals_bytes_per_token(
+                arch, training, plan),
             act.moe_backward_temporary_bytes_per_token(arch, training), head, *logits)
 
 
@@ -171,7 +172,8 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         held = weights + casts_at_loss * (inflight - 1)
         return [
             (Phase.FORWARD, (held + casts, early, opt, saved, logits_fwd, 0)),
-            # forward inside the last MoE block: its experts' output copies beside what the layers keep
+            # forward inside the last MoE block: its experts' output copies and the layer's residual
+            # (and norm-output shard) beside what the layers keep
             (Phase.FORWARD, (held + casts, early, opt, saved, 0, moe_temp)),
             # backward at the loss: the logits gradient on top of everything forward kept
             (Phase.BACKWARD, (held + casts_at_loss, early, opt, saved, logits_bwd, 0)),
