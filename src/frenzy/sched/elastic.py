@@ -69,6 +69,7 @@ class Resizable:
     step_s: float
     gpus: int
     options: list[tuple[PlanChoice, int, float]]  # the job's usable plans: (plan, GPUs, s/step)
+    fastest_s: float  # no option's step is faster: what any move can save at most per step
 
     def slowdown_s(self, step_s: float) -> float:
         """Extra seconds to finish at `step_s` per step instead of the current plan's, restart excluded."""
@@ -77,20 +78,25 @@ class Resizable:
 
 def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
                    seconds_of: Callable[[QueuedJob], dict], exclude: set[str], shrink_types: set[str],
-                   min_left_s: float, *, min_run_s: float) -> dict[str, list[Resizable]]:
+                   min_saving_s: float, *, min_run_s: float) -> dict[str, list[Resizable]]:
     """Running jobs that may be resized now, by GPU type: those on `shrink_types`, and the others
-    with at least `min_left_s` to go. `options_of(job)` lists the job's usable plans as
-    (plan, GPUs, seconds per step); the current plan among them is never a move (no GPUs change)."""
+    whose fastest plan would save at least `min_saving_s` of what they have left (growth pays its
+    restart). `options_of(job)` lists the job's usable plans as (plan, GPUs, seconds per step); the
+    current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
     for run in state.running:
         if run.job is None or run.expected_end_s is None or now - run.start_time_s < min_run_s \
-                or (run.expected_end_s - now < min_left_s and run.choice.gpu.name not in shrink_types) \
                 or run.job_id in exclude:
             continue
-        step = seconds_of(run.job).get(id(run.choice))
-        if step:
-            by_type.setdefault(run.choice.gpu.name, []).append(Resizable(
-                run, max(0.0, run.expected_end_s - now) / step, step, run.choice.num_gpus, options_of(run.job)))
+        seconds = seconds_of(run.job)
+        step = seconds.get(id(run.choice))
+        if not step:
+            continue
+        left_s = max(0.0, run.expected_end_s - now)
+        if run.choice.gpu.name not in shrink_types and left_s * (1 - seconds["fastest"] / step) < min_saving_s:
+            continue  # checked before the job's options are listed: most running jobs stop here
+        by_type.setdefault(run.choice.gpu.name, []).append(Resizable(
+            run, left_s / step, step, run.choice.num_gpus, options_of(run.job), seconds["fastest"]))
     return by_type
 
 
@@ -231,13 +237,13 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
     options = []
     for jobs in resizable.values():
         for job in jobs:
-            if job.steps_left * job.step_s < min_gain or not job.run.job.buys_time:
+            if -job.slowdown_s(job.fastest_s) - restart_s < min_gain or not job.run.job.buys_time:
                 continue  # no plan can save enough of what is left, or the job wants the cheapest run
             here = job.run.choice.gpu.name
             for plan, gpus, step_s in job.options:
                 gpu = plan.gpu.name
-                if gpu not in idle:
-                    continue
+                if step_s >= job.step_s or gpu not in idle:
+                    continue  # a plan no faster saves nothing to pay the restart with
                 extra = gpus - (job.gpus if gpu == here else 0)
                 gain = -job.slowdown_s(step_s) - restart_s
                 if 0 < extra <= idle[gpu] and gain >= min_gain:

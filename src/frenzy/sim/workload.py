@@ -75,6 +75,12 @@ def _reference_fit(model: str, method: str, seq: int, batch: int, gpus: int) -> 
     return config.step_time_s
 
 
+@lru_cache(maxsize=None)
+def _max_positions(model: str) -> int:
+    """A tier model's position limit: its catalog config is read once, not once per job."""
+    return load_model(model).max_position_embeddings
+
+
 def to_llm_job(raw: RawJob, seed: int) -> TraceJob:
     rng = job_rng(seed, raw.job_id)
     gpus = min(_pow2_floor(raw.num_gpus), MAX_REQUEST_GPUS)
@@ -91,7 +97,7 @@ def to_llm_job(raw: RawJob, seed: int) -> TraceJob:
     batch = gpus * per_gpu
     for t in range(tier, -1, -1):
         model, method = MODEL_TIERS[t]
-        seq = min(SEQ_LENS[seq_pick], load_model(model).max_position_embeddings)
+        seq = min(SEQ_LENS[seq_pick], _max_positions(model))
         step_s = _reference_fit(model, method, seq, batch, gpus)
         if step_s is not None:
             break

@@ -268,7 +268,7 @@ class HeterogeneityAwareScheduler:
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
         resizable = resizable_jobs(state, now, plan_options, step_seconds,
-                                   touched, short, self.grow_min_gain * restart_s, min_run_s=restart_s)
+                                   touched, short, (1 + self.grow_min_gain) * restart_s, min_run_s=restart_s)
         if not resizable:
             return []
         decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
