@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+
+from frenzy.core.errors import InvalidConfigError
+from frenzy.core.safe_read import open_regular, read_descriptor
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TOKEN_ENV = "FRENZY_TOKEN"
@@ -38,23 +40,17 @@ def read_credentials(path: Path | None = None) -> str | None:
     """The token in the credentials file, None if there is none; ApiError if others may read it or
     it is not a file `frenzy login` wrote."""
     path = path or credentials_path()
-    try:  # no blocking on a FIFO, no following a link someone else may point anywhere
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as exc:
-        raise ApiError(0, f"cannot read the credentials file {path} ({exc.strerror or exc}); {LOGIN_AGAIN}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ApiError(0, f"the credentials file {path} is not a regular file; remove it and {LOGIN_AGAIN}")
-        mode = info.st_mode & 0o777
-        if mode & 0o077:
-            raise ApiError(0, f"refusing to read {path}: its mode is {mode:o}, so others may read the token in "
-                              f"it; run `chmod 600 {path}` (or `frenzy login` again)")
-        raw = os.read(fd, 64 * 1024)
-    finally:
-        os.close(fd)
+    try:  # no blocking on a FIFO, no following a link someone else may point anywhere
+        with open_regular(path, what="the credentials file", follow_links=False) as (fd, _):
+            mode = os.fstat(fd).st_mode & 0o777
+            if mode & 0o077:
+                raise ApiError(0, f"refusing to read {path}: its mode is {mode:o}, so others may read the token "
+                                  f"in it; run `chmod 600 {path}` (or `frenzy login` again)")
+            raw = read_descriptor(fd, max_bytes=64 * 1024, what=f"the credentials file {path}")
+    except InvalidConfigError as exc:
+        raise ApiError(0, f"{exc}; {LOGIN_AGAIN}") from None
     try:
         token = json.loads(raw or b"{}").get("token")
     except (ValueError, AttributeError):  # not JSON, or JSON but not an object

@@ -34,10 +34,13 @@ def _kind(mode: int) -> str:
 
 
 @contextmanager
-def open_regular(path: str | Path, *, what: str = "file") -> Iterator[tuple[int, int]]:
+def open_regular(path: str | Path, *, what: str = "file", follow_links: bool = True) -> Iterator[tuple[int, int]]:
     """(descriptor, size) of a regular file opened without blocking; closed on exit. Raises
-    InvalidConfigError (with what to change) for a missing path, a folder, a FIFO or a device."""
+    InvalidConfigError (with what to change) for a missing path, a folder, a FIFO or a device, and,
+    unless `follow_links`, a symbolic link (a secret is read only from the file its owner wrote)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
