@@ -1,5 +1,5 @@
 """Simulator speed: a 50,000-job trace on a 1,000+ GPU cluster under `frenzy`; writes
-docs/BENCHMARKS.md#sim-speed. Target: <= 60 s on this 2-core machine.
+docs/BENCHMARKS.md#sim-speed. Target: 100,000 jobs in <= 60 s on this 2-core machine.
     python bench/sim_speed.py [--jobs 50000]
 """
 
@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import write_section  # noqa: E402
 from sim_common import SHARED, require_shared  # noqa: E402
+
+
+TARGET_JOBS = 100_000
 
 
 def main() -> None:
@@ -36,12 +39,14 @@ def main() -> None:
     summary = sim.run().summary()
     t3 = time.perf_counter()
     total = t3 - t0
+    verdict = ("not measured by this run" if len(jobs) < TARGET_JOBS else "met" if total <= 60 else "MISSED")
     md = (f"## Simulator speed\n\n{len(jobs):,} Philly jobs (rows 20,000+, original arrival times, mapped to LLM "
           f"jobs) on `{args.cluster}` ({spec.total_gpus:,} GPUs, {len(spec.node_states())} nodes) under `frenzy`.\n\n"
           "| phase | seconds |\n|---|---|\n"
           f"| load + map the trace | {t1 - t0:.1f} |\n| plan every job shape (MARP) and admit | {t2 - t1:.1f} |\n"
           f"| discrete-event simulation | {t3 - t2:.1f} |\n| **total** | **{total:.1f}** |\n\n"
-          f"Target <= 60 s: {'met' if total <= 60 else 'MISSED'}. {summary['finished']:,} jobs finished, "
+          f"Target: {TARGET_JOBS:,} jobs in <= 60 s: {verdict}. "
+          f"{summary['finished']:,} jobs finished, "
           f"{summary['decisions']:,} scheduling calls, allocated utilisation {summary['utilisation_allocated']:.0%}, "
           f"average JCT {summary['avg_jct_s'] / 3600:.2f} h, OOM restarts {summary['oom_restarts']}.")
     print(md)
