@@ -110,7 +110,7 @@ def main() -> None:
           f"finished) with one part of HAS switched off at a time, offered load 1.0, {over}. The first six runs are "
           "the `sim-jct` slices, on which HAS's older constants (the preemption "
           "factor) were chosen; the last six were held out from those choices. The newer ones "
-          "(MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, WORK_AGING, ASSIGNED_JOBS "
+          "(MAX_SHRINK_SLOWDOWN, REQUEUE_MIN_SPEEDUP, REQUEUE_MIN_GAIN, the queue order, ASSIGNED_JOBS "
           "and the assignment's OWN_TIME_WEIGHT) were chosen on all twelve runs over seeds 0-2 (ASSIGNED_JOBS over "
           "seeds 0-5), so no run is held out from them; the lean-plan rule and the guard before a job is stopped "
           "again (its restart: start-up + checkpoint restore) have no constant and were kept on "

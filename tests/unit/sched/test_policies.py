@@ -109,6 +109,24 @@ def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
     assert decisions[1].choice.gpu.name == "A100-SXM-40G"
 
 
+@pytest.mark.parametrize("frees_at_s", [1e5, 1e6])
+def test_patience_that_weighs_gpu_seconds_waits_unless_the_wait_costs_more_time_than_it_saves_gpus(frees_at_s):
+    # One-GPU plans: the T4 run (~116,000 s) would end before the A100 run that starts at 1e5 s
+    # (~122,000 s), so by time alone the job starts on the T4 at once (and runs there to the end).
+    # With gpu_s_exponent 1 a plan is scored by (time to finish) x GPU-seconds: the T4 run costs
+    # ~5x the A100's GPU-seconds for ~5% less time, so the job waits; at 1e6 s the wait costs more.
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=200_000, max_gpus=1)
+    run = {c.gpu.name: 60.0 + head.spec.steps * step_seconds(head)[id(c)] for c in head.plans}
+    t4_first = run["T4-16G"] * run["T4-16G"] <= (frees_at_s + run["A100-SXM-40G"]) * run["A100-SXM-40G"]
+    assert run["T4-16G"] < frees_at_s + run["A100-SXM-40G"]  # by time alone: the T4
+    from frenzy.sched.policies.has import HeterogeneityAwareScheduler
+    for exponent, expected in ((None, ["T4-16G"]), (1.0, ["T4-16G"] if t4_first else [])):
+        decisions = HeterogeneityAwareScheduler(gpu_s_exponent=exponent).schedule(
+            _busy_a100s_until(frees_at_s, head), [head], now=0.0)
+        assert [d.choice.gpu.name for d in decisions] == expected, exponent
+    assert t4_first == (frees_at_s == 1e6)
+
+
 def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio():
     # The head runs on T4s (started there while the A100s were busy); one A100 frees at t=1000 s,
     # when a new job also wants it. Idle-only growth would leave the head on T4s while anyone waits;
@@ -160,7 +178,6 @@ def test_frenzy_serves_the_least_work_first_and_ages_the_rest():
     work = {j.job_id: j.spec.steps * step_seconds(j)["leanest_gpu_s"] for j in (light, quick)}
     run = {j.job_id: j.spec.steps * step_seconds(j)[id(j.plans[0])] for j in (light, quick)}
     assert work["light"] < work["quick"] and run["quick"] < run["light"]
-    from frenzy.sched.order import WORK_AGING
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
 
     state = _one_free_a100(light, now=1.0)
@@ -168,8 +185,10 @@ def test_frenzy_serves_the_least_work_first_and_ages_the_rest():
     placed = {o: [d.job_id for d in HeterogeneityAwareScheduler(order=o, assign_jobs=False).schedule(
         state, [light, quick], now=1.0) if isinstance(d, Place)] for o in ("work", "hrrn")}
     assert placed == {"work": ["light"], "hrrn": ["quick"]}
-    # priority (1 + a w / work) / work: `quick` overtakes once w > (work_q / work_l - 1) / a x work_q
-    overtakes = (work["quick"] / work["light"] - 1) / WORK_AGING * work["quick"]
+    # priority (1 + w / lean run) / work: `quick` overtakes a `light` that has just arrived once
+    # w > (work_q / work_l - 1) x lean run_q, lean run the run time of the plan of least GPU-seconds
+    lean = min(quick.plans, key=lambda c: step_seconds(quick)[id(c)] * c.num_gpus)
+    overtakes = (work["quick"] / work["light"] - 1) * quick.spec.steps * step_seconds(quick)[id(lean)]
     for waited, first in ((0.9 * overtakes, "light"), (1.1 * overtakes, "quick")):
         old = QueuedJob(job_id="quick", spec=quick.spec, plans=quick.plans, submit_time_s=0.0)
         new = QueuedJob(job_id="light", spec=light.spec, plans=light.plans, submit_time_s=waited)
@@ -512,6 +531,8 @@ def test_frenzy_rejects_bad_settings_with_a_clear_error():
         HeterogeneityAwareScheduler(order="lifo")
     with pytest.raises(ValueError, match="grow_min_gain .* must be >= 0"):
         HeterogeneityAwareScheduler(grow_min_gain=-1.0)
+    with pytest.raises(ValueError, match="gpu_s_exponent must be > 0"):
+        HeterogeneityAwareScheduler(gpu_s_exponent=0.0)
 
 
 def test_sia_memory_judge_must_be_a_function():
