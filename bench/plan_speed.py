@@ -44,17 +44,17 @@ REPEATS = 20
 
 def estimates_made(job, gpus) -> int:
     """MARP estimates one enumeration makes: the planner's work, whatever else shares the machine."""
-    count, real = [0], plans.estimate
+    count, real = [0], plans.peak
 
     def counted(*args):
         count[0] += 1
         return real(*args)
 
-    plans.estimate = counted
+    plans.peak = counted  # each estimate walks one plan's peak candidates once
     try:
         plan_job(job, gpus, rank=rank_key("time", job))
     finally:
-        plans.estimate = real
+        plans.peak = real
     return count[0]
 
 

@@ -245,16 +245,28 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
     return candidates
 
 
-def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage: int | None = None) -> MemoryEstimate:
-    """Per-GPU peak memory of `job` under `plan`: the busiest rank across pipeline stages, or the
-    rank of pipeline stage `stage`."""
+def peak(job: JobSpec, plan: ParallelPlan, stage: int | None = None) -> tuple[Phase, tuple[int, ...]]:
+    """The peak of `job` under `plan` as (phase, bytes per part in _PARTS order): the largest
+    candidate of the busiest rank across pipeline stages, or of pipeline stage `stage`'s rank."""
     check_mixed_precision(job.training, plan)
     if stage is not None and not 0 <= stage < plan.pp:
         raise ValueError(f"stage {stage} is not one of the plan's {plan.pp} pipeline stages")
-    stages = {0, plan.pp - 1} if stage is None else {stage}
-    candidates = [c for s in stages for c in _stage_candidates(job, plan, s)]
+    candidates = _stage_candidates(job, plan, 0 if stage is None else stage)
+    if stage is None and plan.pp > 1:
+        candidates += _stage_candidates(job, plan, plan.pp - 1)
     totals = [sum(parts) for _, parts in candidates]
-    phase, parts = candidates[totals.index(max(totals))]  # the first of equal peaks
+    return candidates[totals.index(max(totals))]  # the first of equal peaks
+
+
+def peak_required_bytes(plan: ParallelPlan, parts: tuple[int, ...]) -> int:
+    """MemoryEstimate.required_bytes of the peak `parts` of `plan`, without building the estimate:
+    what plan enumeration compares against every GPU type's room."""
+    return sum(parts) + runtime_overhead_bytes(plan)
+
+
+def estimate_at_peak(plan: ParallelPlan, phase: Phase, parts: tuple[int, ...],
+                     gpu: GpuType | None = None) -> MemoryEstimate:
+    """The MemoryEstimate of a peak found by `peak`: its parts plus allocator and runtime overheads."""
     allocated = sum(parts)
     persistent = parts[0] + parts[1] + parts[2]
     allocator = allocator_overhead_bytes(allocated, allocated - persistent)
@@ -267,3 +279,9 @@ def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage
         breakdown=breakdown,
         peak_phase=phase,
     )
+
+
+def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage: int | None = None) -> MemoryEstimate:
+    """Per-GPU peak memory of `job` under `plan`: the busiest rank across pipeline stages, or the
+    rank of pipeline stage `stage`."""
+    return estimate_at_peak(plan, *peak(job, plan, stage), gpu)

@@ -18,7 +18,7 @@ replaceable ranking function.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from frenzy.core.errors import NoFeasiblePlanError
@@ -29,9 +29,9 @@ from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_par
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
 from frenzy.core.worker_support import unsupported_reason
-from frenzy.memory.estimate import estimate, model_state_floor_bytes
+from frenzy.memory.estimate import estimate_at_peak, model_state_floor_bytes, peak, peak_required_bytes
 from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, check_margin, dtype_problem, usable_bytes
-from frenzy.memory.result import MemoryEstimate
+from frenzy.memory.result import MemoryEstimate, Phase
 from frenzy.perf.step import step_time
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "DEFAULT_FASTER", "PlanChoice", "plan_job", "enumerate_plans", "check_plan",
@@ -187,6 +187,34 @@ def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
                         mixed_precision=shape.mixed_precision)
 
 
+def _fsdp2_param(plan: ParallelPlan) -> ParallelPlan:
+    """`plan` with FSDP2's bf16 parameter all-gather (built directly: dataclasses.replace costs more
+    than the estimate's own arithmetic in the enumeration's inner loop)."""
+    return ParallelPlan(dp=plan.dp, tp=plan.tp, pp=plan.pp, zero=plan.zero, recompute=plan.recompute,
+                        sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch,
+                        grad_accum=plan.grad_accum, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
+
+
+_Peak = tuple[ParallelPlan, Phase, tuple[int, ...], int]  # plan, peak phase, peak parts, required bytes
+
+
+def _peak_of(job: JobSpec, plan: ParallelPlan) -> _Peak:
+    phase, parts = peak(job, plan)
+    return plan, phase, parts, peak_required_bytes(plan, parts)
+
+
+def _leaner_peak(job: JobSpec, plan: ParallelPlan) -> _Peak:
+    """leaner_precision_mode's choice as a peak: enumeration compares required bytes and builds
+    the MemoryEstimate only for the plans it keeps."""
+    if not supports_fsdp_param_dtype(job.training, plan):
+        return _peak_of(job, plan)
+    other = _peak_of(job, _fsdp2_param(plan))
+    if plan.zero < ZeroStage.PARAMETERS:
+        return other
+    own = _peak_of(job, plan)
+    return other if other[3] < own[3] else own
+
+
 def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPlan, MemoryEstimate]:
     """`plan` in the mixed-precision mode it runs in, with its estimate. A bf16-mixed job on an
     FSDP2-sharded plan (dp > 1, ZeRO >= 1, no QLoRA) can run autocast or FSDP2's MixedPrecisionPolicy
@@ -196,14 +224,8 @@ def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPla
       state (memory.fsdp_mixed). Under autocast the worker's FSDP2 would keep fp32 weights gathered.
     - ZeRO-3 keeps the mode with the lower required bytes (autocast on a tie), so the plan space
       does not double and the ranking compares plans, not precision modes."""
-    if not supports_fsdp_param_dtype(job.training, plan):
-        return plan, estimate(job, plan)
-    variant = replace(plan, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-    other = estimate(job, variant)
-    if plan.zero < ZeroStage.PARAMETERS:
-        return variant, other
-    memory = estimate(job, plan)
-    return (variant, other) if other.required_bytes < memory.required_bytes else (plan, memory)
+    chosen, phase, parts, _ = _leaner_peak(job, plan)
+    return chosen, estimate_at_peak(chosen, phase, parts)
 
 
 def _model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
@@ -211,8 +233,7 @@ def _model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
     (leaner_precision_mode): a type with less room fits none of them, so it costs no estimate."""
     floor = model_state_floor_bytes(job, shape)
     if supports_fsdp_param_dtype(job.training, shape):
-        variant = replace(shape, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-        floor = min(floor, model_state_floor_bytes(job, variant))
+        floor = min(floor, model_state_floor_bytes(job, _fsdp2_param(shape)))
     return floor
 
 
@@ -243,11 +264,12 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
     Required bytes grow with the micro-batch, so each type bisects `micro` (ascending); the
     estimates are shared between types."""
     job, capacity = search.job, search.capacity
-    memo: dict[int, tuple[ParallelPlan, MemoryEstimate]] = {}
+    memo: dict[int, _Peak] = {}
+    kept: dict[int, MemoryEstimate] = {}  # one estimate per micro-batch kept, shared between types
 
-    def at(i: int) -> tuple[ParallelPlan, MemoryEstimate]:
+    def at(i: int) -> _Peak:
         if i not in memo:
-            memo[i] = leaner_precision_mode(job, _with_micro_batch(shape, micro[i]))
+            memo[i] = _leaner_peak(job, _with_micro_batch(shape, micro[i]))
         return memo[i]
 
     split, found = (runnable, shape.tp, shape.pp), []
@@ -255,23 +277,25 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
     if not types:  # a leaner shape already fits every type at the largest micro-batch: no estimate
         return found
     # The smallest micro-batch first: if it fits no type, the shape is out (one estimate).
-    least = at(0)[1].required_bytes
+    least = at(0)[3]
     for gpu in types:
         room = capacity[gpu.name]
         lo, hi, best = bisect_right(micro, best_micro.get((gpu.name, split), 0)), len(micro) - 1, None
         while least <= room and lo <= hi:
             mid = (lo + hi) // 2
-            if at(mid)[1].required_bytes <= room:
+            if at(mid)[3] <= room:
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1
         if best is None:
             continue
-        plan, memory = at(best)
+        plan, phase, parts, _ = at(best)
         reason = unsupported_reason(job, plan)
         if (reason is None) != runnable:  # the worker's rule read the finished plan otherwise than its shape
             continue
-        found.append(PlanChoice(gpu=gpu, plan=plan, memory=memory, usable_bytes=room, unsupported=reason))
+        if best not in kept:
+            kept[best] = estimate_at_peak(plan, phase, parts)
+        found.append(PlanChoice(gpu=gpu, plan=plan, memory=kept[best], usable_bytes=room, unsupported=reason))
         best_micro[(gpu.name, split)] = micro[best]
     return found
 
@@ -292,6 +316,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
     kinds = (True, False) if include_unrunnable else (True,)
     settled: dict[tuple[str, bool], int] = {}  # (GPU type, runnable) -> the smallest count that fit
     found: list[PlanChoice] = []
+    floors: dict[tuple, int] = {}  # the floor depends on (tp, pp, dp, ZeRO), not on what varies within
     for count in _powers_of_two(max(search.limit.values(), default=0)):
         open_types = {kind: [g for g in search.types if count <= search.limit[g.name]
                              and settled.get((g.name, kind), count) >= count // 2] for kind in kinds}
@@ -303,7 +328,10 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
                                     max_micro_batch or MAX_MICRO_BATCH):
             runnable = unsupported_reason(job, shape) is None
-            floor = _model_state_floor(job, shape)
+            key = (shape.tp, shape.pp, shape.dp, shape.zero)
+            if key not in floors:
+                floors[key] = _model_state_floor(job, shape)
+            floor = floors[key]
             types = [g for g in open_types.get(runnable, ())
                      if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floor]
             if types:
