@@ -324,6 +324,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
             break
         # A costlier shape is kept for a type only if it allows a larger micro-batch than a leaner one did.
         best_micro: dict[tuple, int] = {}
+        room_for: dict[tuple, list[GpuType]] = {}  # (runnable, tp, floor) -> the open types with room
         widest = max(g.gpus_per_node for types in open_types.values() for g in types)
         for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
                                     max_micro_batch or MAX_MICRO_BATCH):
@@ -331,9 +332,11 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
             key = (shape.tp, shape.pp, shape.dp, shape.zero)
             if key not in floors:
                 floors[key] = _model_state_floor(job, shape)
-            floor = floors[key]
-            types = [g for g in open_types.get(runnable, ())
-                     if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floor]
+            room_key = (runnable, shape.tp, floors[key])
+            if room_key not in room_for:  # shared by the sequence-parallel and recomputation variants
+                room_for[room_key] = [g for g in open_types.get(runnable, ())
+                                      if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floors[key]]
+            types = room_for[room_key]
             if types:
                 new = _fitting(search, shape, micro, types, best_micro, runnable)
                 for choice in new:
