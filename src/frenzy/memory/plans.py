@@ -265,7 +265,7 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
     estimates are shared between types."""
     job, capacity = search.job, search.capacity
     memo: dict[int, _Peak] = {}
-    kept: dict[int, MemoryEstimate] = {}  # one estimate per micro-batch kept, shared between types
+    kept: dict[int, tuple[MemoryEstimate, str | None]] = {}  # per micro-batch kept, shared between types
 
     def at(i: int) -> _Peak:
         if i not in memo:
@@ -290,12 +290,12 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
         if best is None:
             continue
         plan, phase, parts, _ = at(best)
-        reason = unsupported_reason(job, plan)
+        if best not in kept:
+            kept[best] = estimate_at_peak(plan, phase, parts), unsupported_reason(job, plan)
+        memory, reason = kept[best]
         if (reason is None) != runnable:  # the worker's rule read the finished plan otherwise than its shape
             continue
-        if best not in kept:
-            kept[best] = estimate_at_peak(plan, phase, parts)
-        found.append(PlanChoice(gpu=gpu, plan=plan, memory=kept[best], usable_bytes=room, unsupported=reason))
+        found.append(PlanChoice(gpu=gpu, plan=plan, memory=memory, usable_bytes=room, unsupported=reason))
         best_micro[(gpu.name, split)] = micro[best]
     return found
 
