@@ -23,7 +23,7 @@ from frenzy.core import catalog  # noqa: E402
 from frenzy.core.hf_config import load_model  # noqa: E402
 from frenzy.core.job import JobSpec  # noqa: E402
 from frenzy.core.training import Method, TrainingConfig  # noqa: E402
-from frenzy.memory import plans  # noqa: E402
+from frenzy.memory import precision_mode  # noqa: E402
 from frenzy.memory.plans import plan_job  # noqa: E402
 from frenzy.memory.ranking import rank_key  # noqa: E402
 
@@ -45,17 +45,17 @@ REPEATS = 20
 
 def estimates_made(job, gpus) -> int:
     """MARP estimates one enumeration makes: the planner's work, whatever else shares the machine."""
-    count, real = [0], plans.peak
+    count, real = [0], precision_mode.peak
 
     def counted(*args):
         count[0] += 1
         return real(*args)
 
-    plans.peak = counted  # each estimate walks one plan's peak candidates once
+    precision_mode.peak = counted  # each estimate walks one plan's peak candidates once
     try:
         plan_job(job, gpus, rank=rank_key("time", job))
     finally:
-        plans.peak = real
+        precision_mode.peak = real
     return count[0]
 
 

@@ -25,17 +25,18 @@ from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.model import ModelArch
-from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_param_dtype
+from frenzy.core.plan import ParallelPlan, supports_fsdp_param_dtype
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
 from frenzy.core.worker_support import unsupported_reason
-from frenzy.memory.estimate import estimate_at_peak, model_state_floor_bytes, peak, peak_required_bytes
+from frenzy.memory.estimate import estimate_at_peak
 from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, check_margin, dtype_problem, usable_bytes
-from frenzy.memory.result import MemoryEstimate, Phase
+from frenzy.memory.precision_mode import Peak, leaner_peak, leaner_precision_mode, model_state_floor
+from frenzy.memory.result import MemoryEstimate
 from frenzy.perf.step import step_time
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "DEFAULT_FASTER", "PlanChoice", "plan_job", "enumerate_plans", "check_plan",
-           "usable_bytes"]
+           "usable_bytes", "leaner_precision_mode"]
 
 DEFAULT_MAX_GPUS = 64
 DEFAULT_FASTER = 2  # plans offered per GPU type beyond the one at the smallest GPU count
@@ -187,56 +188,6 @@ def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
                         mixed_precision=shape.mixed_precision)
 
 
-def _fsdp2_param(plan: ParallelPlan) -> ParallelPlan:
-    """`plan` with FSDP2's bf16 parameter all-gather (built directly: dataclasses.replace costs more
-    than the estimate's own arithmetic in the enumeration's inner loop)."""
-    return ParallelPlan(dp=plan.dp, tp=plan.tp, pp=plan.pp, zero=plan.zero, recompute=plan.recompute,
-                        sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch,
-                        grad_accum=plan.grad_accum, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-
-
-_Peak = tuple[ParallelPlan, Phase, tuple[int, ...], int]  # plan, peak phase, peak parts, required bytes
-
-
-def _peak_of(job: JobSpec, plan: ParallelPlan) -> _Peak:
-    phase, parts = peak(job, plan)
-    return plan, phase, parts, peak_required_bytes(plan, parts)
-
-
-def _leaner_peak(job: JobSpec, plan: ParallelPlan) -> _Peak:
-    """leaner_precision_mode's choice as a peak: enumeration compares required bytes and builds
-    the MemoryEstimate only for the plans it keeps."""
-    if not supports_fsdp_param_dtype(job.training, plan):
-        return _peak_of(job, plan)
-    other = _peak_of(job, _fsdp2_param(plan))
-    if plan.zero < ZeroStage.PARAMETERS:
-        return other
-    own = _peak_of(job, plan)
-    return other if other[3] < own[3] else own
-
-
-def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPlan, MemoryEstimate]:
-    """`plan` in the mixed-precision mode it runs in, with its estimate. A bf16-mixed job on an
-    FSDP2-sharded plan (dp > 1, ZeRO >= 1, no QLoRA) can run autocast or FSDP2's MixedPrecisionPolicy
-    (fsdp2-param).
-    - ZeRO-1/2 always run fsdp2-param: DeepSpeed's bf16 ZeRO-1/2 semantics, bf16 working weights
-      kept gathered from forward to backward over sharded fp32 masters, gradients and optimizer
-      state (memory.fsdp_mixed). Under autocast the worker's FSDP2 would keep fp32 weights gathered.
-    - ZeRO-3 keeps the mode with the lower required bytes (autocast on a tie), so the plan space
-      does not double and the ranking compares plans, not precision modes."""
-    chosen, phase, parts, _ = _leaner_peak(job, plan)
-    return chosen, estimate_at_peak(chosen, phase, parts)
-
-
-def _model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
-    """Bytes every micro-batch of `shape` needs at least, in whichever precision mode it would run
-    (leaner_precision_mode): a type with less room fits none of them, so it costs no estimate."""
-    floor = model_state_floor_bytes(job, shape)
-    if supports_fsdp_param_dtype(job.training, shape):
-        floor = min(floor, model_state_floor_bytes(job, _fsdp2_param(shape)))
-    return floor
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Search:
     """What one enumeration compares shapes against: per GPU type its capacity and GPU-count limit."""
@@ -261,15 +212,16 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
              best_micro: dict[tuple, int], runnable: bool) -> list[PlanChoice]:
     """The shape at the largest micro-batch that fits each type, unless a leaner shape of the same
     split (tp, pp, runnable or not) already fits that type with a micro-batch at least as large.
-    Required bytes grow with the micro-batch, so each type bisects `micro` (ascending); the
-    estimates are shared between types."""
+    Required bytes grow with the micro-batch, so each type bisects `micro` (ascending) on the
+    required bytes of each micro-batch's peak; the peaks are shared between types, and a
+    MemoryEstimate is built once per micro-batch some type keeps."""
     job, capacity = search.job, search.capacity
-    memo: dict[int, _Peak] = {}
+    memo: dict[int, Peak] = {}
     kept: dict[int, tuple[MemoryEstimate, str | None]] = {}  # per micro-batch kept, shared between types
 
-    def at(i: int) -> _Peak:
+    def at(i: int) -> Peak:
         if i not in memo:
-            memo[i] = _leaner_peak(job, _with_micro_batch(shape, micro[i]))
+            memo[i] = leaner_peak(job, _with_micro_batch(shape, micro[i]))
         return memo[i]
 
     split, found = (runnable, shape.tp, shape.pp), []
@@ -329,9 +281,11 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
         for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
                                     max_micro_batch or MAX_MICRO_BATCH):
             runnable = unsupported_reason(job, shape) is None
+            if not open_types.get(runnable):  # a shape the worker does not run, unless asked for
+                continue
             key = (shape.tp, shape.pp, shape.dp, shape.zero)
             if key not in floors:
-                floors[key] = _model_state_floor(job, shape)
+                floors[key] = model_state_floor(job, shape)
             room_key = (runnable, shape.tp, floors[key])
             if room_key not in room_for:  # shared by the sequence-parallel and recomputation variants
                 room_for[room_key] = [g for g in open_types.get(runnable, ())
