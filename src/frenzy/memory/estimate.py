@@ -143,6 +143,8 @@ class _StageTerms:
 
 @lru_cache(maxsize=16384)
 def _stage_terms(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, sp: bool, mixed, stage: int) -> _StageTerms:
+    # The plan below has one micro-batch and no accumulation: a term read from its micro_batch or
+    # grad_accum would be wrong for every other micro-batch, which is why none of these reads them.
     arch, last = job.model, stage == pp - 1
     plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=recompute, sequence_parallel=sp,
                         mixed_precision=mixed)
