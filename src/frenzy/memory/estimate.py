@@ -15,6 +15,7 @@ With gradient accumulation, micro-batches after the first run with all gradients
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from frenzy.core.gpu import GpuType
@@ -124,21 +125,61 @@ def _per_token_bytes(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, s
             act.moe_backward_temporary_bytes_per_token(arch, training), head, *logits)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _StageTerms:
+    """What one pipeline stage's peak candidates take that the micro-batch does not change: the
+    micro-batches of a plan shape share them, and plan enumeration estimates several of each."""
+
+    model_states: tuple[int, ...]  # _model_states: weights .. optimizer-step temporaries, layers
+    per_token: tuple[int, ...]  # _per_token_bytes at micro-batch 1 (a profiled family's are looked up per batch)
+    moe_first_layer_grads: int  # gradients alive as a grouped-mm MoE layer's backward is widest
+    dequant: int
+    head_grad: int
+    casts_at_loss: int
+    casts_in_last_layer: int
+    embedding_temp: int
+    fsdp: tuple[int, ...]  # _fsdp_param_terms under fsdp2-param, else ()
+
+
+@lru_cache(maxsize=16384)
+def _stage_terms(job: JobSpec, tp: int, pp: int, dp: int, zero, recompute, sp: bool, mixed, stage: int) -> _StageTerms:
+    # The plan below has one micro-batch and no accumulation: a term read from its micro_batch or
+    # grad_accum would be wrong for every other micro-batch, which is why none of these reads them.
+    arch, last = job.model, stage == pp - 1
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, recompute=recompute, sequence_parallel=sp,
+                        mixed_precision=mixed)
+    model_states = _model_states(job, tp, pp, stage, dp, zero, mixed)
+    weights, casts, grads, layers = model_states[0], model_states[1], model_states[2], model_states[6]
+    casts_at_loss = casts_in_last_layer = 0
+    if not plan.fsdp_param_dtype:
+        casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
+    embedding_temp = (_embedding_gradient_temporary_bytes(job, plan, stage) if pp == 1 else
+                      pipeline_stage.embedding_gradient_temporary_bytes(arch, job.training, plan, stage))
+    return _StageTerms(
+        model_states=model_states,
+        per_token=_per_token_bytes(job, tp, pp, dp, zero, recompute, sp, mixed, stage, 1),
+        moe_first_layer_grads=states.gradients_before_first_layer_bytes(
+            arch, fsdp_mixed.compute_training(job.training, plan), plan, stage),
+        dequant=_qlora_dequant_bytes(job, plan), head_grad=_head_gradient_bytes(job, plan) if last else 0,
+        casts_at_loss=casts_at_loss, casts_in_last_layer=casts_in_last_layer, embedding_temp=embedding_temp,
+        fsdp=_fsdp_param_terms(job, plan, stage, weights, grads) if plan.fsdp_param_dtype else ())
+
+
 def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tuple[Phase, tuple[int, ...]]]:
     """Peak candidates of one pipeline stage as (phase, bytes per part in _PARTS order)."""
     arch = job.model
-    weights, casts, grads, opt, buckets, opt_temp, layers = _model_states(
-        job, plan.tp, plan.pp, stage, plan.dp, plan.zero, plan.mixed_precision)
-    last = stage == plan.pp - 1
+    terms = _stage_terms(job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute, plan.sequence_parallel,
+                         plan.mixed_precision, stage)
+    weights, casts, grads, opt, buckets, opt_temp, layers = terms.model_states
     tokens = plan.micro_batch * job.seq_len
     # Later micro-batches (accumulation, or a pipeline's steady state) run with gradients alive.
     early_grads = grads if plan.grad_accum > 1 or plan.pp > 1 else 0
 
     # `recomputed`: under recomputation backward re-runs one layer's forward, whose activations come back
     per_layer, outside, recomputed, layer_temp, moe_temp, moe_back, head_outside, *logits = (
-        n * tokens for n in _per_token_bytes(job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute,
-                                             plan.sequence_parallel, plan.mixed_precision, stage,
-                                             plan.micro_batch if arch.profile_key else 1))
+        n * tokens for n in (terms.per_token if not arch.profile_key else _per_token_bytes(
+            job, plan.tp, plan.pp, plan.dp, plan.zero, plan.recompute, plan.sequence_parallel, plan.mixed_precision,
+            stage, plan.micro_batch)))
     one_batch, buffers = layers * per_layer + outside, 0
     if plan.pp > 1:  # a pipeline stage's cached output and receive buffers
         training = fsdp_mixed.compute_training(job.training, plan)
@@ -150,20 +191,18 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
         # layer's and the embedding's gradients exist, after the head's and final norm's saved tensors
         # are gone), or, with experts wider than the hidden size, where their gate/up gradients are made
         layer_temp = max(layer_temp, moe_back)
-        first_layer_grads = states.gradients_before_first_layer_bytes(
-            arch, fsdp_mixed.compute_training(job.training, plan), plan, stage)
+        first_layer_grads = terms.moe_first_layer_grads
         head_saved = head_outside
-    dequant = _qlora_dequant_bytes(job, plan)
+    dequant, head_grad, embedding_temp = terms.dequant, terms.head_grad, terms.embedding_temp
     logits_fwd, _, logits_bwd = logits
-    head_grad = _head_gradient_bytes(job, plan) if last else 0
     if plan.fsdp_param_dtype:
         inflight = pipeline_stage.in_flight_micro_batches(plan, stage)
-        return _fsdp_param_candidates(job, plan, stage, (weights, grads, opt, opt_temp, early_grads), (
+        return _fsdp_param_candidates(terms, early_grads, (
             one_batch * inflight + buffers, one_batch * (inflight - 1) + buffers, per_layer, recomputed, layer_temp,
             logits_fwd, logits_bwd))
     # QLoRA's dequantised 16-bit copy of one projection lives beside the weights while a layer runs;
     # at the loss (forward end, backward start) only the LM head, which is not quantised, is running.
-    casts_at_loss, casts_in_last_layer = _backward_autocast_copies(job, plan, casts, layers, last)
+    casts_at_loss, casts_in_last_layer = terms.casts_at_loss, terms.casts_in_last_layer
 
     def sequence(inflight: int, early: int, embedding_temp: int) -> list[tuple[Phase, tuple[int, ...]]]:
         """The candidates with `inflight` micro-batches in flight (the other ones keep the weight
@@ -190,34 +229,41 @@ def _stage_candidates(job: JobSpec, plan: ParallelPlan, stage: int) -> list[tupl
 
     optimizer = [(Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp))]
     if plan.pp == 1:
-        return sequence(1, early_grads, _embedding_gradient_temporary_bytes(job, plan, stage)) + optimizer
+        return sequence(1, early_grads, embedding_temp) + optimizer
     # 1F1B: the warm-up forwards run before this step's first gradient; later ones (if any) with all
     # gradients alive and one micro-batch fewer in flight once no forward is left.
     warm = pipeline_stage.in_flight_micro_batches(plan, stage)
     steady = warm if plan.grad_accum > warm else warm - 1
     candidates = sequence(warm, 0, 0) + optimizer
     if steady:
-        candidates += sequence(steady, grads, pipeline_stage.embedding_gradient_temporary_bytes(
-            arch, job.training, plan, stage))
+        candidates += sequence(steady, grads, embedding_temp)
     return candidates
 
 
-def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_states: tuple[int, ...],
+def _fsdp_param_terms(job: JobSpec, plan: ParallelPlan, stage: int, weights: int, grads: int) -> tuple[int, ...]:
+    """The fsdp2-param mode's micro-batch-independent terms (frenzy.memory.fsdp_mixed): (weights with
+    the gathered root, one gathered layer, layers kept gathered, the root's bf16 gradients, a layer's
+    reduce-scatter input, the layers' sharded gradients, a tied embedding's second gradient, the
+    root's own reduce-scatter)."""
+    params = states.stage_params(job.model, job.training, plan, stage)
+    keep = params.layers if plan.zero < states.ZeroStage.PARAMETERS else 0  # ZeRO-1/2: gathered until backward
+    root_trainable = fsdp_mixed.root_trainable(params, job.training)
+    return (weights + fsdp_mixed.gathered_root_bytes(params), fsdp_mixed.gathered_layer_bytes(params), keep,
+            2 * root_trainable,  # bf16, reduced when backward ends
+            fsdp_mixed.reduce_scatter_input_bytes(fsdp_mixed.layer_trainable(params, job.training)),
+            grads - fsdp_mixed.sharded_root_gradient_bytes(params, job.training, plan),
+            fsdp_mixed.tied_embedding_gradient_bytes(job.model, job.training, plan, stage),
+            fsdp_mixed.reduce_bytes(root_trainable))
+
+
+def _fsdp_param_candidates(terms: _StageTerms, early_grads: int,
                            activations: tuple[int, ...]) -> list[tuple[Phase, tuple[int, ...]]]:
     """The peak candidates of the fsdp2-param mode (frenzy.memory.fsdp_mixed): sharded fp32 states,
     bf16 gathered parameters by phase, and in backward the unsharded bf16 gradients with the fp32
     reduce-scatter input of the unit reduced last, which FSDP2 keeps until the next reduce-scatter."""
-    weights, grads, opt, opt_temp, early_grads = model_states
+    weights, _, grads, opt, _, opt_temp, layers = terms.model_states
+    root, one, keep, root_grads, in_flight, layer_grad, tied_grads, root_reduce = terms.fsdp
     saved, others, per_layer, recomputed, layer_temp, logits_fwd, logits_bwd = activations
-    params = states.stage_params(job.model, job.training, plan, stage)
-    layers = params.layers
-    keep = layers if plan.zero < states.ZeroStage.PARAMETERS else 0  # ZeRO-1/2: gathered until backward
-    one = fsdp_mixed.gathered_layer_bytes(params)
-    root = weights + fsdp_mixed.gathered_root_bytes(params)
-    root_grads = 2 * fsdp_mixed.root_trainable(params, job.training)  # bf16, reduced when backward ends
-    layer_t = fsdp_mixed.layer_trainable(params, job.training)
-    in_flight = fsdp_mixed.reduce_scatter_input_bytes(layer_t)
-    layer_grad = grads - fsdp_mixed.sharded_root_gradient_bytes(params, job.training, plan)
     candidates = [
         # forward end: the last all-gather's flat buffer is still held
         (Phase.FORWARD, (root + (keep + 1) * one, early_grads, opt, saved, logits_fwd, 0)),
@@ -225,12 +271,10 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
         (Phase.BACKWARD, (root + max(keep, 1) * one, early_grads, opt, saved, logits_bwd, 0)),
         # backward through the embedding: the first layer's reduce-scatter input in flight, the root's
         # bf16 gradients (a tied embedding's second one beside the head's)
-        (Phase.BACKWARD, (root, early_grads or layer_grad, opt, others, 0, in_flight + root_grads
-                          + fsdp_mixed.tied_embedding_gradient_bytes(job.model, job.training, plan, stage))),
+        (Phase.BACKWARD, (root, early_grads or layer_grad, opt, others, 0, in_flight + root_grads + tied_grads)),
         # the root's own reduce-scatter when backward ends: its bf16 gradients and their fp32 copy (the
         # root's parameters resharded and the first layer's reduce-scatter done first)
-        (Phase.BACKWARD, (weights, early_grads or layer_grad, opt, others, 0,
-                          fsdp_mixed.reduce_bytes(fsdp_mixed.root_trainable(params, job.training)))),
+        (Phase.BACKWARD, (weights, early_grads or layer_grad, opt, others, 0, root_reduce)),
         (Phase.OPTIMIZER, (weights, grads, opt, 0, 0, opt_temp)),
     ]
     # inside layer i's backward (the peak is at the last, second-to-last, second or first layer):
@@ -245,16 +289,28 @@ def _fsdp_param_candidates(job: JobSpec, plan: ParallelPlan, stage: int, model_s
     return candidates
 
 
-def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage: int | None = None) -> MemoryEstimate:
-    """Per-GPU peak memory of `job` under `plan`: the busiest rank across pipeline stages, or the
-    rank of pipeline stage `stage`."""
+def peak(job: JobSpec, plan: ParallelPlan, stage: int | None = None) -> tuple[Phase, tuple[int, ...]]:
+    """The peak of `job` under `plan` as (phase, bytes per part in _PARTS order): the largest
+    candidate of the busiest rank across pipeline stages, or of pipeline stage `stage`'s rank."""
     check_mixed_precision(job.training, plan)
     if stage is not None and not 0 <= stage < plan.pp:
         raise ValueError(f"stage {stage} is not one of the plan's {plan.pp} pipeline stages")
-    stages = {0, plan.pp - 1} if stage is None else {stage}
-    candidates = [c for s in stages for c in _stage_candidates(job, plan, s)]
+    candidates = _stage_candidates(job, plan, 0 if stage is None else stage)
+    if stage is None and plan.pp > 1:
+        candidates += _stage_candidates(job, plan, plan.pp - 1)
     totals = [sum(parts) for _, parts in candidates]
-    phase, parts = candidates[totals.index(max(totals))]  # the first of equal peaks
+    return candidates[totals.index(max(totals))]  # the first of equal peaks
+
+
+def peak_required_bytes(plan: ParallelPlan, parts: tuple[int, ...]) -> int:
+    """MemoryEstimate.required_bytes of the peak `parts` of `plan`, without building the estimate:
+    what plan enumeration compares against every GPU type's room."""
+    return sum(parts) + runtime_overhead_bytes(plan)
+
+
+def estimate_at_peak(plan: ParallelPlan, phase: Phase, parts: tuple[int, ...],
+                     gpu: GpuType | None = None) -> MemoryEstimate:
+    """The MemoryEstimate of a peak found by `peak`: its parts plus allocator and runtime overheads."""
     allocated = sum(parts)
     persistent = parts[0] + parts[1] + parts[2]
     allocator = allocator_overhead_bytes(allocated, allocated - persistent)
@@ -267,3 +323,9 @@ def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage
         breakdown=breakdown,
         peak_phase=phase,
     )
+
+
+def estimate(job: JobSpec, plan: ParallelPlan, gpu: GpuType | None = None, stage: int | None = None) -> MemoryEstimate:
+    """Per-GPU peak memory of `job` under `plan`: the busiest rank across pipeline stages, or the
+    rank of pipeline stage `stage`."""
+    return estimate_at_peak(plan, *peak(job, plan, stage), gpu)

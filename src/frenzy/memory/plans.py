@@ -18,24 +18,25 @@ replaceable ranking function.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from frenzy.core.errors import NoFeasiblePlanError
 from frenzy.core.gpu import GpuType
 from frenzy.core.job import JobSpec
 from frenzy.core.model import ModelArch
-from frenzy.core.plan import MixedPrecisionMode, ParallelPlan, supports_fsdp_param_dtype
+from frenzy.core.plan import ParallelPlan, supports_fsdp_param_dtype
 from frenzy.core.training import Recompute, ZeroStage
 from frenzy.core.units import fmt_gib
 from frenzy.core.worker_support import unsupported_reason
-from frenzy.memory.estimate import estimate, model_state_floor_bytes
+from frenzy.memory.estimate import estimate_at_peak
 from frenzy.memory.fit import DEFAULT_SAFETY_MARGIN, check_margin, dtype_problem, usable_bytes
+from frenzy.memory.precision_mode import Peak, leaner_peak, leaner_precision_mode, model_state_floor
 from frenzy.memory.result import MemoryEstimate
 from frenzy.perf.step import step_time
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "DEFAULT_FASTER", "PlanChoice", "plan_job", "enumerate_plans", "check_plan",
-           "usable_bytes"]
+           "usable_bytes", "leaner_precision_mode"]
 
 DEFAULT_MAX_GPUS = 64
 DEFAULT_FASTER = 2  # plans offered per GPU type beyond the one at the smallest GPU count
@@ -187,35 +188,6 @@ def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
                         mixed_precision=shape.mixed_precision)
 
 
-def leaner_precision_mode(job: JobSpec, plan: ParallelPlan) -> tuple[ParallelPlan, MemoryEstimate]:
-    """`plan` in the mixed-precision mode it runs in, with its estimate. A bf16-mixed job on an
-    FSDP2-sharded plan (dp > 1, ZeRO >= 1, no QLoRA) can run autocast or FSDP2's MixedPrecisionPolicy
-    (fsdp2-param).
-    - ZeRO-1/2 always run fsdp2-param: DeepSpeed's bf16 ZeRO-1/2 semantics, bf16 working weights
-      kept gathered from forward to backward over sharded fp32 masters, gradients and optimizer
-      state (memory.fsdp_mixed). Under autocast the worker's FSDP2 would keep fp32 weights gathered.
-    - ZeRO-3 keeps the mode with the lower required bytes (autocast on a tie), so the plan space
-      does not double and the ranking compares plans, not precision modes."""
-    if not supports_fsdp_param_dtype(job.training, plan):
-        return plan, estimate(job, plan)
-    variant = replace(plan, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-    other = estimate(job, variant)
-    if plan.zero < ZeroStage.PARAMETERS:
-        return variant, other
-    memory = estimate(job, plan)
-    return (variant, other) if other.required_bytes < memory.required_bytes else (plan, memory)
-
-
-def _model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
-    """Bytes every micro-batch of `shape` needs at least, in whichever precision mode it would run
-    (leaner_precision_mode): a type with less room fits none of them, so it costs no estimate."""
-    floor = model_state_floor_bytes(job, shape)
-    if supports_fsdp_param_dtype(job.training, shape):
-        variant = replace(shape, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-        floor = min(floor, model_state_floor_bytes(job, variant))
-    return floor
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Search:
     """What one enumeration compares shapes against: per GPU type its capacity and GPU-count limit."""
@@ -240,14 +212,16 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
              best_micro: dict[tuple, int], runnable: bool) -> list[PlanChoice]:
     """The shape at the largest micro-batch that fits each type, unless a leaner shape of the same
     split (tp, pp, runnable or not) already fits that type with a micro-batch at least as large.
-    Required bytes grow with the micro-batch, so each type bisects `micro` (ascending); the
-    estimates are shared between types."""
+    Required bytes grow with the micro-batch, so each type bisects `micro` (ascending) on the
+    required bytes of each micro-batch's peak; the peaks are shared between types, and a
+    MemoryEstimate is built once per micro-batch some type keeps."""
     job, capacity = search.job, search.capacity
-    memo: dict[int, tuple[ParallelPlan, MemoryEstimate]] = {}
+    memo: dict[int, Peak] = {}
+    kept: dict[int, tuple[MemoryEstimate, str | None]] = {}  # per micro-batch kept, shared between types
 
-    def at(i: int) -> tuple[ParallelPlan, MemoryEstimate]:
+    def at(i: int) -> Peak:
         if i not in memo:
-            memo[i] = leaner_precision_mode(job, _with_micro_batch(shape, micro[i]))
+            memo[i] = leaner_peak(job, _with_micro_batch(shape, micro[i]))
         return memo[i]
 
     split, found = (runnable, shape.tp, shape.pp), []
@@ -255,20 +229,22 @@ def _fitting(search: _Search, shape: ParallelPlan, micro: list[int], types: list
     if not types:  # a leaner shape already fits every type at the largest micro-batch: no estimate
         return found
     # The smallest micro-batch first: if it fits no type, the shape is out (one estimate).
-    least = at(0)[1].required_bytes
+    least = at(0)[3]
     for gpu in types:
         room = capacity[gpu.name]
         lo, hi, best = bisect_right(micro, best_micro.get((gpu.name, split), 0)), len(micro) - 1, None
         while least <= room and lo <= hi:
             mid = (lo + hi) // 2
-            if at(mid)[1].required_bytes <= room:
+            if at(mid)[3] <= room:
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1
         if best is None:
             continue
-        plan, memory = at(best)
-        reason = unsupported_reason(job, plan)
+        plan, phase, parts, _ = at(best)
+        if best not in kept:
+            kept[best] = estimate_at_peak(plan, phase, parts), unsupported_reason(job, plan)
+        memory, reason = kept[best]
         if (reason is None) != runnable:  # the worker's rule read the finished plan otherwise than its shape
             continue
         found.append(PlanChoice(gpu=gpu, plan=plan, memory=memory, usable_bytes=room, unsupported=reason))
@@ -292,6 +268,7 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
     kinds = (True, False) if include_unrunnable else (True,)
     settled: dict[tuple[str, bool], int] = {}  # (GPU type, runnable) -> the smallest count that fit
     found: list[PlanChoice] = []
+    floors: dict[tuple, int] = {}  # the floor depends on (tp, pp, dp, ZeRO), not on what varies within
     for count in _powers_of_two(max(search.limit.values(), default=0)):
         open_types = {kind: [g for g in search.types if count <= search.limit[g.name]
                              and settled.get((g.name, kind), count) >= count // 2] for kind in kinds}
@@ -299,13 +276,21 @@ def enumerate_plans(job: JobSpec, gpus: Sequence[GpuType], *, max_gpus: int = DE
             break
         # A costlier shape is kept for a type only if it allows a larger micro-batch than a leaner one did.
         best_micro: dict[tuple, int] = {}
+        room_for: dict[tuple, list[GpuType]] = {}  # (runnable, tp, floor) -> the open types with room
         widest = max(g.gpus_per_node for types in open_types.values() for g in types)
         for shape, micro in _shapes(job, count, min(widest, MAX_TENSOR_PARALLEL), recompute, zero,
                                     max_micro_batch or MAX_MICRO_BATCH):
             runnable = unsupported_reason(job, shape) is None
-            floor = _model_state_floor(job, shape)
-            types = [g for g in open_types.get(runnable, ())
-                     if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floor]
+            if not open_types.get(runnable):  # a shape the worker does not run, unless asked for
+                continue
+            key = (shape.tp, shape.pp, shape.dp, shape.zero)
+            if key not in floors:
+                floors[key] = model_state_floor(job, shape)
+            room_key = (runnable, shape.tp, floors[key])
+            if room_key not in room_for:  # shared by the sequence-parallel and recomputation variants
+                room_for[room_key] = [g for g in open_types.get(runnable, ())
+                                      if g.gpus_per_node >= shape.tp and search.capacity[g.name] >= floors[key]]
+            types = room_for[room_key]
             if types:
                 new = _fitting(search, shape, micro, types, best_micro, runnable)
                 for choice in new:
