@@ -35,8 +35,9 @@ make it time-aware:
     would spread a plan over more nodes than it needs priced at its step time there
     (frenzy.sched.elastic); a running job on a plan far slower than its best re-queues for the
     faster plans and moves when one fits (frenzy.sched.elastic.slow_runners).
-A job whose plans are ranked by cost (QueuedJob.objective "cost") takes the cheapest of them that fits
-now: no patience, joint assignment, growth or re-queue, which all spend GPU-hours to gain time.
+A job whose plans are ranked by cost (QueuedJob.objective "cost") takes the cheapest of them it can
+get: it starts now on a dearer plan only if no cheaper one is predicted to free, and it has no joint
+assignment, growth or re-queue, which all spend GPU-hours to gain time.
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
@@ -108,8 +109,7 @@ class HeterogeneityAwareScheduler:
     def __init__(self, *, time_aware: bool = True, order: str = "work",
                  preempt: bool = True, elastic: bool = True,
                  requeue_slow: bool = True, assign_jobs: bool = True, price_splits: bool = True,
-                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0, lean: bool = True,
-                 gpu_s_exponent: float | None = None):
+                 startup_estimate_s: float = STARTUP_ESTIMATE_S, grow_min_gain: float = 0.0, lean: bool = True):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, got '{order}'")
         if not grow_min_gain >= 0:
@@ -119,10 +119,6 @@ class HeterogeneityAwareScheduler:
         self.preempt, self.elastic, self.grow_min_gain = preempt, elastic, grow_min_gain
         self.requeue_slow, self.assign_jobs, self.price_splits = requeue_slow, assign_jobs, price_splits
         self.lean = lean
-        # For an ablation only (docs/BENCHMARKS.md#sim-generalise): patience that also weighs GPU-seconds.
-        if gpu_s_exponent is not None and not gpu_s_exponent > 0:
-            raise ValueError(f"gpu_s_exponent must be > 0, got {gpu_s_exponent}")
-        self.gpu_s_exponent = gpu_s_exponent
         # A restart's cost: what a move must save (REQUEUE_MIN_GAIN of them to re-queue) and how long
         # a job runs before it may be stopped again (preempted, resized or moved).
         self._restart_s = startup_estimate_s + RESTORE_ESTIMATE_S
@@ -165,11 +161,9 @@ class HeterogeneityAwareScheduler:
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
                 if allocation is None and profile is not None:
                     wait = self._best_wait(job, plans[:1], pool, profile, now)
-            elif self.gpu_s_exponent is not None and releases is not None and job.buys_time:
-                better = plans if allocation is None else self._leaner_or_faster(job, plans, rank, run_now_s, pool)
-                wait = self._best_wait(job, better if allowed is None else [c for c in better if allowed(c)],
-                                       pool, profile, now)
-            elif releases is not None and rank > 0 and job.buys_time:  # a cost job: cheapest first
+            elif releases is not None and rank > 0 and not job.buys_time:  # plans ranked by cost
+                wait = self._cheapest_wait(job, plans[:rank], pool, profile, now)
+            elif releases is not None and rank > 0 and job.buys_time:
                 if allocation is None:
                     faster = plans[:rank]
                 else:
@@ -178,8 +172,10 @@ class HeterogeneityAwareScheduler:
                     faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
                 wait = self._best_wait(job, faster if allowed is None else [c for c in faster if allowed(c)],
                                        pool, profile, now)
-            if allocation is not None and \
-                    (wait is None or self._now_beats_wait(job, plans[rank], run_now_s, wait, pool, now)):
+            # a job ranked by cost that can wait for a cheaper plan does; one ranked by time waits only
+            # if that finishes sooner
+            if allocation is not None and (wait is None or job.buys_time and
+                                           self._finish_now_s(job, run_now_s, wait, pool, now) <= wait[0]):
                 choice = plans[rank]
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
@@ -296,31 +292,6 @@ class HeterogeneityAwareScheduler:
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
 
-    def _score(self, finish: float, gpu_s: float, now: float) -> float:
-        """What patience minimises: the finish time, or with `gpu_s_exponent` e, (time to finish)^e x
-        GPU-seconds (e = 1: a plan must save as large a fraction of time as it adds of GPU-seconds)."""
-        e = self.gpu_s_exponent
-        return finish if e is None else (finish - now) ** e * gpu_s
-
-    def _leaner_or_faster(self, job: QueuedJob, plans, rank: int, run_now_s: float, pool: FreePool) -> list:
-        """The plans that could score better than plans[rank] (which fits now) if they started at once."""
-        now_score = self._score(run_now_s, run_now_s * plans[rank].num_gpus, 0.0)
-        return [c for c in plans if c is not plans[rank] and
-                self._score(run_s := self._run_s(job, c, pool), run_s * c.num_gpus, 0.0) < now_score]
-
-    def _now_beats_wait(self, job: QueuedJob, choice: PlanChoice, run_now_s: float, wait, pool: FreePool,
-                        now: float) -> bool:
-        """Whether starting now on `choice` scores no worse than waiting (`wait` = (finish, start, plan))."""
-        finish_now = self._finish_now_s(job, run_now_s, wait, pool, now)
-        finish_wait, start, later = wait
-        if self.gpu_s_exponent is None:
-            return finish_now <= finish_wait
-        if finish_now >= now + run_now_s - 1e-6:  # runs there to the end
-            gpu_s_now = choice.num_gpus * run_now_s
-        else:  # runs there until `start`, then moves
-            gpu_s_now = choice.num_gpus * (start - now) + later.num_gpus * (finish_now - start)
-        return self._score(finish_now, gpu_s_now, now) <= self._score(finish_wait, later.num_gpus * (finish_wait - start), now)
-
     def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float) -> float:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
         included) on the GPUs it would get: it runs there to the end, or, when
@@ -371,6 +342,16 @@ class HeterogeneityAwareScheduler:
                          self.startup_estimate_s + job.spec.steps * _split_step_s(job, choice, len(allocation)))
         return split if split is not None else (len(plans), None, None)
 
+    def _cheapest_wait(self, job, cheaper, pool: FreePool, profile: Profile, now: float):
+        """(finish, start, plan) of the cheapest of `cheaper` (in cost order) the job could start
+        later (frenzy.sched.profile); None if none will free. A job ranked by cost waits for it
+        however long: what it buys is the cheapest run."""
+        for choice in cheaper:
+            wait = self._best_wait(job, [choice], pool, profile, now)
+            if wait is not None:
+                return wait
+        return None
+
     def _best_wait(self, job, faster, pool: FreePool, profile: Profile, now: float):
         """(finish, start, plan) of the plan, among those faster than the one available now, that
         would finish soonest if the job waited for its GPUs; None if none would. Where enough GPUs
@@ -385,10 +366,9 @@ class HeterogeneityAwareScheduler:
             if start is None:
                 continue
             finish = start + self._run_s(job, choice, pool)
-            score = self._score(finish, (finish - start) * choice.num_gpus, now)
-            if best is None or score < best[0]:
-                best = (score, (finish, start, choice))
-        return None if best is None else best[1]
+            if best is None or finish < best[0]:
+                best = (finish, start, choice)
+        return best
 
     @staticmethod
     def _unsplit_start(choice: PlanChoice, pool: FreePool, releases: Releases, now: float) -> float | None:
