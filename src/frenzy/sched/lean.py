@@ -7,7 +7,11 @@ GPUs (at its own leanest plan, which wastes none). So a wider plan is taken only
 type that nobody left in the queue can use: the type's free GPUs beyond the fewest each job behind
 needs there. Where the queue would use them, the job takes its leanest plan of that type (or a
 narrower one that costs no more GPU-seconds) and the GPUs go to the others. No constant: the bar
-is the job's own leanest plan and the queue's own demand.
+is the job's own leanest plan and the queue's own demand. The rule holds only where a job kept to
+its leanest plan can widen later, by growth into GPUs that free (frenzy.sched.elastic): without
+growth it only lengthens runs. On bench/sim_generalise.py's first 8 design runs (--quick; mean cut
+vs sia), HAS without elastic resizing: 23.2% with the rule, 28.5% without; plain HAS (not time-aware,
+so neither growth nor preemption): -51.6% with it, -35.0% without. HAS applies it only with both.
 
 On bench/sim_generalise.py's design half (56 runs; mean cut vs sia over the jobs both finished,
 runs with p99 no worse than sia's, runs with GPU-hours within +5% of sia's, GPU-hours over all

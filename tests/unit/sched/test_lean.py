@@ -64,6 +64,10 @@ def test_a_job_alone_takes_its_fastest_plan_but_leaves_the_gpus_the_queue_needs(
     # without the rule the first job takes all 8 and the second waits
     assert _placed(HeterogeneityAwareScheduler(lean=False).schedule(_idle(), [first, second], now=5.0)) == \
         [("first", 8)]
+    # nor does it apply where the first job could never grow back into GPUs that free later (no
+    # elastic resizing, or no predicted ends to resize by): it would only run longer
+    for policy in (HeterogeneityAwareScheduler(elastic=False), HeterogeneityAwareScheduler(time_aware=False)):
+        assert _placed(policy.schedule(_idle(), [first, second], now=5.0)) == [("first", 8)]
 
 
 def test_a_plan_no_costlier_than_the_leanest_is_always_allowed():

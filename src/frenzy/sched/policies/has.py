@@ -140,7 +140,8 @@ class HeterogeneityAwareScheduler:
         if contended and self.assign_jobs:
             queue, assigned = self._assigned(queue, movers, pool)
         profile = Profile(releases, pool, now) if releases is not None else None
-        demand = QueueDemand(queue, _lean_of) if self.lean else None
+        # held to a lean plan, a job widens later only by growth (elastic, needs predicted ends)
+        demand = QueueDemand(queue, _lean_of) if self.lean and self.elastic and releases is not None else None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         for job in queue:
             if demand is not None:
