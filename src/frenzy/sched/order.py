@@ -20,8 +20,8 @@ from frenzy.sched.types import QueuedJob
 # before (0.05 / GPU, a unit that made it depend on the job's width, not on its wait); on
 # bench/sim_generalise.py's design half (56 runs; mean cut vs sia, smallest cut, p99 no worse than
 # sia's, GPU-hours within +5% of sia's) it gave 29.4%, -0.5%, 42, 22 and the job's own run time
-# 29.4%, -1.3%, 41, 23 (a quarter of it, with the fewest GPUs of any plan for the leanest plan's:
-# 29.4%, -1.9%, 40, 21): the same, with no constant.
+# 29.4%, -1.3%, 41, 23 (aging four times slower than that: 29.4%, -1.9%, 40, 21): the same, with no
+# constant.
 
 
 def by_work(queue: Sequence[QueuedJob], now: float, seconds_of: Callable[[QueuedJob], dict]) -> list[QueuedJob]:
