@@ -13,9 +13,11 @@ class Releases:
     """When running jobs free GPUs of each type: sorted expected end times, the GPUs each frees and
     on which nodes (types in the order their first such job appears in `state.running`)."""
 
-    def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None):
+    def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None,
+                 last: Releases | None = None):
         """`items`, if given: per type, the sorted (end, GPUs, allocation) of `state.running`'s jobs
-        with an expected end (built from `state.running` when absent)."""
+        with an expected end (built from `state.running` when absent); the lists of a type whose
+        items are those of `last` are shared with it."""
         if items is None:
             items = {}
             for job in state.running:
@@ -28,6 +30,10 @@ class Releases:
         self.gpus: dict[str, list[int]] = {}
         self.allocations: dict[str, list[tuple]] = {}
         for gpu, listed in items.items():
+            if last is not None and last.items.get(gpu) is listed:
+                self.ends[gpu], self.gpus[gpu], self.allocations[gpu] = \
+                    last.ends[gpu], last.gpus[gpu], last.allocations[gpu]
+                continue
             self.ends[gpu] = [t for t, _, _ in listed]
             self.gpus[gpu] = [n for _, n, _ in listed]
             self.allocations[gpu] = [a for _, _, a in listed]
@@ -60,7 +66,7 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
         else:
             del items[gpu][bisect_left(items[gpu], _item(job))]
     order = dict.fromkeys(job.choice.gpu.name for job in running if job.expected_end_s is not None)
-    return Releases(state, {gpu: items[gpu] for gpu in order})
+    return Releases(state, {gpu: items[gpu] for gpu in order}, last)
 
 
 class Profile:
