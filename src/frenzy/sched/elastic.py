@@ -211,6 +211,23 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     return []
 
 
+_FASTER: dict[tuple, tuple] = {}
+
+
+def _faster_options(options: list, step_s: float) -> list:
+    """The options faster per step than `step_s` (a plan no faster saves nothing to pay a restart
+    with), in their order; kept per (options list, step), since a running job is offered growth on
+    most calls while its options and step stay the same. The entry keeps the list referenced, so
+    its id cannot be reused."""
+    key = (id(options), step_s)
+    entry = _FASTER.get(key)
+    if entry is None or entry[0] is not options:
+        if len(_FASTER) > 20_000:
+            _FASTER.clear()
+        entry = _FASTER[key] = (options, [o for o in options if o[2] < step_s])
+    return entry[1]
+
+
 def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
                    restart_s: float, min_gain_restarts: float = 0.0,
                    split_step_s: Callable[[QueuedJob, PlanChoice, int], float] | None = None) -> list[Decision]:
@@ -232,10 +249,10 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
             if -job.slowdown_s(job.fastest_s) - restart_s < min_gain or not job.run.job.buys_time:
                 continue  # no plan can save enough of what is left, or the job wants the cheapest run
             here = job.run.choice.gpu.name
-            for plan, gpus, step_s in job.options:
+            for plan, gpus, step_s in _faster_options(job.options, job.step_s):
                 gpu = plan.gpu.name
-                if step_s >= job.step_s or gpu not in idle:
-                    continue  # a plan no faster saves nothing to pay the restart with
+                if gpu not in idle:
+                    continue
                 extra = gpus - (job.gpus if gpu == here else 0)
                 gain = -job.slowdown_s(step_s) - restart_s
                 if 0 < extra <= idle[gpu] and gain >= min_gain:
