@@ -49,10 +49,11 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
     (a rebuild is then as cheap). Only the changed types' lists are new: the others are shared
     with `last`, and no list is changed once built."""
     running = state.running
-    now_ids = set(map(id, running))
-    was_ids = set(map(id, last_running))
-    added = [job for job in running if id(job) not in was_ids and job.expected_end_s is not None]
-    removed = [job for job in last_running if id(job) not in now_ids and job.expected_end_s is not None]
+    now_by_id, was_by_id = dict(zip(map(id, running), running)), dict(zip(map(id, last_running), last_running))
+    added = [now_by_id[key] for key in now_by_id.keys() - was_by_id.keys()]
+    removed = [was_by_id[key] for key in was_by_id.keys() - now_by_id.keys()]
+    added = [job for job in added if job.expected_end_s is not None]  # the order of insertion is immaterial
+    removed = [job for job in removed if job.expected_end_s is not None]
     if 2 * (len(added) + len(removed)) > len(running):
         return None
     items = dict(last.items)
