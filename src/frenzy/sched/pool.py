@@ -10,7 +10,8 @@ from frenzy.sched.placement import best_fit
 from frenzy.sched.types import ClusterState, RunningJob
 
 
-_LAST: list = [None, None]  # [the nodes tuple last read, what was read from it]
+# [the nodes tuple last read, what was read from it, whether its node names are all distinct]
+_LAST: list = [None, None, False]
 
 
 def _read(nodes) -> tuple:
@@ -20,12 +21,15 @@ def _read(nodes) -> tuple:
     in some nodes' free counts (the simulator after a placement or a release) gets the previous
     reading patched at those nodes, not rebuilt. The tuple is kept referenced, so its id cannot be
     recycled meanwhile."""
-    last, reading = _LAST
+    last, reading, distinct = _LAST
     if last is nodes:
         return reading
-    if last is None or not _patch(reading, last, nodes):
+    # A reading keeps one free count per node name: patching one of two nodes of the same name
+    # could differ from a rebuild, so such a list is always rebuilt.
+    if last is None or not distinct or not _patch(reading, last, nodes):
         reading = _build(nodes)
-    _LAST[0], _LAST[1] = nodes, reading
+        distinct = len({node.name for node in nodes}) == len(nodes)
+    _LAST[0], _LAST[1], _LAST[2] = nodes, reading, distinct
     return reading
 
 

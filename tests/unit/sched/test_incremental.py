@@ -81,3 +81,12 @@ def test_run_facts_are_each_running_jobs_step_times():
                          expected_end_s=90.0, job=job)  # restarted with an expected end
     facts = run_facts(tuple(runs), step_seconds)
     assert [(f[0].job_id, f[1]) for f in facts] == [("a", seconds[id(a)]), ("b", seconds[id(b)])]
+
+
+def test_free_pool_of_nodes_sharing_a_name_reads_as_from_scratch():
+    # One free count per name, the last node's (as a reading from scratch gives); totals count both.
+    nodes = [NodeState(name="dup", gpu_type="T4-16G", total_gpus=4, free_gpus=4) for _ in range(2)]
+    FreePool(ClusterState(nodes=tuple(nodes)))
+    nodes[0] = nodes[0].with_free(1)
+    pool = FreePool(ClusterState(nodes=tuple(nodes)))
+    assert pool.free == {"T4-16G": {"dup": 4}} and pool.totals == {"T4-16G": 5}
