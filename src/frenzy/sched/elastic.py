@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.pool import FreePool
+from frenzy.sched.runfacts import run_facts
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
 
 # A shrink moves its victim to a plan at most this many times slower per step: a small step down
@@ -84,19 +85,14 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
     restart). `options_of(job)` lists the job's usable plans as (plan, GPUs, seconds per step); the
     current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
-    for run in state.running:
-        if run.job is None or run.expected_end_s is None or now - run.start_time_s < min_run_s \
-                or run.job_id in exclude:
-            continue
-        seconds = seconds_of(run.job)
-        step = seconds.get(id(run.choice))
-        if not step:
+    for run, step, fastest, _ in run_facts(state.running, seconds_of):  # those with a job, an end and a step
+        if now - run.start_time_s < min_run_s or run.job_id in exclude:
             continue
         left_s = max(0.0, run.expected_end_s - now)
-        if run.choice.gpu.name not in shrink_types and left_s * (1 - seconds["fastest"] / step) < min_saving_s:
+        if run.choice.gpu.name not in shrink_types and left_s * (1 - fastest / step) < min_saving_s:
             continue  # checked before the job's options are listed: most running jobs stop here
         by_type.setdefault(run.choice.gpu.name, []).append(Resizable(
-            run, left_s / step, step, run.choice.num_gpus, options_of(run.job), seconds["fastest"]))
+            run, left_s / step, step, run.choice.num_gpus, options_of(run.job), fastest))
     return by_type
 
 
@@ -108,13 +104,9 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
     job re-queued for its remaining steps with its original submit time, the running job, those
     faster plans in the order `options_of` lists them)."""
     out = {}
-    for run in state.running:
-        if run.job is None or run.expected_end_s is None or now - run.start_time_s < min_run_s \
+    for run, step_s, fastest, _ in run_facts(state.running, seconds_of):  # those with a job, an end and a step
+        if fastest * REQUEUE_MIN_SPEEDUP > step_s or now - run.start_time_s < min_run_s \
                 or not run.job.buys_time:  # a faster plan costs a cost job more
-            continue
-        seconds = seconds_of(run.job)
-        step_s = seconds.get(id(run.choice))
-        if not step_s or seconds["fastest"] * REQUEUE_MIN_SPEEDUP > step_s:
             continue  # cheap test first: no plan at all is fast enough
         steps_left = (run.expected_end_s - now) / step_s
         faster = [plan for plan, _, s in options_of(run.job)
@@ -219,6 +211,23 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     return []
 
 
+_FASTER: dict[tuple, tuple] = {}
+
+
+def _faster_options(options: list, step_s: float) -> list:
+    """The options faster per step than `step_s` (a plan no faster saves nothing to pay a restart
+    with), in their order; kept per (options list, step), since a running job is offered growth on
+    most calls while its options and step stay the same. The entry keeps the list referenced, so
+    its id cannot be reused."""
+    key = (id(options), step_s)
+    entry = _FASTER.get(key)
+    if entry is None or entry[0] is not options:
+        if len(_FASTER) > 20_000:
+            _FASTER.clear()
+        entry = _FASTER[key] = (options, [o for o in options if o[2] < step_s])
+    return entry[1]
+
+
 def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
                    restart_s: float, min_gain_restarts: float = 0.0,
                    split_step_s: Callable[[QueuedJob, PlanChoice, int], float] | None = None) -> list[Decision]:
@@ -240,10 +249,10 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
             if -job.slowdown_s(job.fastest_s) - restart_s < min_gain or not job.run.job.buys_time:
                 continue  # no plan can save enough of what is left, or the job wants the cheapest run
             here = job.run.choice.gpu.name
-            for plan, gpus, step_s in job.options:
+            for plan, gpus, step_s in _faster_options(job.options, job.step_s):
                 gpu = plan.gpu.name
-                if step_s >= job.step_s or gpu not in idle:
-                    continue  # a plan no faster saves nothing to pay the restart with
+                if gpu not in idle:
+                    continue
                 extra = gpus - (job.gpus if gpu == here else 0)
                 gain = -job.slowdown_s(step_s) - restart_s
                 if 0 < extra <= idle[gpu] and gain >= min_gain:

@@ -10,16 +10,48 @@ from frenzy.sched.placement import best_fit
 from frenzy.sched.types import ClusterState, RunningJob
 
 
-_LAST: list = [None, None]  # [the nodes tuple last read, what was read from it]
+# [the nodes tuple last read, what was read from it, whether its node names are all distinct]
+_LAST: list = [None, None, False]
 
 
 def _read(nodes) -> tuple:
     """Free GPUs per type and node, totals, capacity, widest node and slowest inter-node link per
     type. A caller that passes the very same nodes tuple again (the simulator between events that
-    free nothing) gets the previous reading; the tuple is kept referenced, so its id cannot be
+    free nothing) gets the previous reading; one that passes a tuple differing from the last only
+    in some nodes' free counts (the simulator after a placement or a release) gets the previous
+    reading patched at those nodes, not rebuilt. The tuple is kept referenced, so its id cannot be
     recycled meanwhile."""
-    if _LAST[0] is nodes:
-        return _LAST[1]
+    last, reading, distinct = _LAST
+    if last is nodes:
+        return reading
+    # A reading keeps one free count per node name: patching one of two nodes of the same name
+    # could differ from a rebuild, so such a list is always rebuilt.
+    if last is None or not distinct or not _patch(reading, last, nodes):
+        reading = _build(nodes)
+        distinct = len({node.name for node in nodes}) == len(nodes)
+    _LAST[0], _LAST[1], _LAST[2] = nodes, reading, distinct
+    return reading
+
+
+def _patch(reading: tuple, last, nodes) -> bool:
+    """Update `reading` (of `last`) in place to read `nodes`; False, with nothing changed, where
+    they differ in more than free counts (another node list: the caller rebuilds). Safe because
+    FreePool copies the mutable parts it is given."""
+    if len(last) != len(nodes):
+        return False
+    changed = [(old, new) for old, new in zip(last, nodes) if old is not new]
+    for old, new in changed:
+        if new.name != old.name or new.gpu_type != old.gpu_type or new.total_gpus != old.total_gpus or \
+                new.inter_node_bandwidth_bytes_s != old.inter_node_bandwidth_bytes_s:
+            return False
+    free, totals = reading[0], reading[1]
+    for old, new in changed:
+        free[new.gpu_type][new.name] = new.free_gpus
+        totals[new.gpu_type] += new.free_gpus - old.free_gpus
+    return True
+
+
+def _build(nodes) -> tuple:
     free: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     widest: dict[str, int] = {}
@@ -35,8 +67,7 @@ def _read(nodes) -> tuple:
         if node.total_gpus > widest[t]:
             widest[t] = node.total_gpus
         links[t] = min(links[t], node.inter_node_bandwidth_bytes_s)
-    _LAST[0], _LAST[1] = nodes, (free, totals, widest, capacity, links)
-    return _LAST[1]
+    return free, totals, widest, capacity, links
 
 
 class FreePool:

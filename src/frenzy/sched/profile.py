@@ -3,7 +3,7 @@ availability profile HAS builds on it within one scheduling call."""
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 
 from frenzy.sched.pool import FreePool
 from frenzy.sched.types import ClusterState
@@ -11,22 +11,63 @@ from frenzy.sched.types import ClusterState
 
 class Releases:
     """When running jobs free GPUs of each type: sorted expected end times, the GPUs each frees and
-    on which nodes."""
+    on which nodes (types in the order their first such job appears in `state.running`)."""
 
-    def __init__(self, state: ClusterState):
-        by_type: dict[str, list[tuple]] = {}
-        for job in state.running:
-            if job.expected_end_s is not None:
-                by_type.setdefault(job.choice.gpu.name, []).append(
-                    (job.expected_end_s, job.choice.num_gpus, job.allocation))
+    def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None,
+                 last: Releases | None = None):
+        """`items`, if given: per type, the sorted (end, GPUs, allocation) of `state.running`'s jobs
+        with an expected end (built from `state.running` when absent); the lists of a type whose
+        items are those of `last` are shared with it."""
+        if items is None:
+            items = {}
+            for job in state.running:
+                if job.expected_end_s is not None:
+                    items.setdefault(job.choice.gpu.name, []).append(_item(job))
+            for listed in items.values():
+                listed.sort()
+        self.items = items
         self.ends: dict[str, list[float]] = {}
         self.gpus: dict[str, list[int]] = {}
         self.allocations: dict[str, list[tuple]] = {}
-        for gpu, items in by_type.items():
-            items.sort()
-            self.ends[gpu] = [t for t, _, _ in items]
-            self.gpus[gpu] = [n for _, n, _ in items]
-            self.allocations[gpu] = [a for _, _, a in items]
+        for gpu, listed in items.items():
+            if last is not None and last.items.get(gpu) is listed:
+                self.ends[gpu], self.gpus[gpu], self.allocations[gpu] = \
+                    last.ends[gpu], last.gpus[gpu], last.allocations[gpu]
+                continue
+            self.ends[gpu] = [t for t, _, _ in listed]
+            self.gpus[gpu] = [n for _, n, _ in listed]
+            self.allocations[gpu] = [a for _, _, a in listed]
+
+
+def _item(job) -> tuple:
+    return job.expected_end_s, job.choice.num_gpus, job.allocation
+
+
+def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releases | None:
+    """`last` (of `last_running`) brought up to `state.running` by inserting the jobs that started
+    and removing those that stopped, the same lists a rebuild sorts; None where most jobs changed
+    (a rebuild is then as cheap). Only the changed types' lists are new: the others are shared
+    with `last`, and no list is changed once built."""
+    running = state.running
+    now_by_id, was_by_id = dict(zip(map(id, running), running)), dict(zip(map(id, last_running), last_running))
+    added = [now_by_id[key] for key in now_by_id.keys() - was_by_id.keys()]
+    removed = [was_by_id[key] for key in was_by_id.keys() - now_by_id.keys()]
+    added = [job for job in added if job.expected_end_s is not None]  # the order of insertion is immaterial
+    removed = [job for job in removed if job.expected_end_s is not None]
+    if 2 * (len(added) + len(removed)) > len(running):
+        return None
+    items = dict(last.items)
+    copied: set[str] = set()
+    for job, add in [(j, False) for j in removed] + [(j, True) for j in added]:
+        gpu = job.choice.gpu.name
+        if gpu not in copied:
+            items[gpu], copied = list(items.get(gpu, ())), copied | {gpu}
+        if add:
+            insort(items[gpu], _item(job))
+        else:
+            del items[gpu][bisect_left(items[gpu], _item(job))]
+    order = dict.fromkeys(job.choice.gpu.name for job in running if job.expected_end_s is not None)
+    return Releases(state, {gpu: items[gpu] for gpu in order}, last)
 
 
 class Profile:
@@ -77,7 +118,10 @@ _LAST_RELEASES: list = [None, None]
 
 
 def releases_of(state: ClusterState) -> Releases:
-    """The release schedule of `state.running`, reused while the caller passes the same tuple."""
-    if _LAST_RELEASES[0] is not state.running:
-        _LAST_RELEASES[0], _LAST_RELEASES[1] = state.running, Releases(state)
+    """The release schedule of `state.running`, reused while the caller passes the same tuple and
+    updated, not rebuilt, when a few jobs started or stopped since the last tuple."""
+    last_running, last = _LAST_RELEASES
+    if last_running is not state.running:
+        updated = None if last is None else _updated(last, last_running, state)
+        _LAST_RELEASES[0], _LAST_RELEASES[1] = state.running, updated or Releases(state)
     return _LAST_RELEASES[1]

@@ -1,0 +1,92 @@
+"""The scheduler's readings kept across calls (free GPUs, release schedule, running jobs' step times)
+must equal what a reading from scratch gives, whatever sequence of states the calls see."""
+
+import random
+
+from frenzy.core import catalog
+from frenzy.core.hf_config import load_model
+from frenzy.core.job import JobSpec
+from frenzy.core.training import Precision, TrainingConfig
+from frenzy.memory.plans import plan_job
+from frenzy.sched import ClusterState, NodeState, QueuedJob, RunningJob
+from frenzy.sched.pool import FreePool
+from frenzy.sched.profile import Releases, releases_of
+from frenzy.sched.runfacts import run_facts
+from frenzy.sched.shapes import step_seconds
+
+TYPES = ("T4-16G", "A100-SXM-40G")
+
+
+def _job(job_id: str) -> QueuedJob:
+    spec = JobSpec(model=load_model("EleutherAI/pythia-160m"), training=TrainingConfig(precision=Precision.FP16_MIXED),
+                   seq_len=512, global_batch=8, steps=1000)
+    plans = tuple(plan_job(spec, [catalog.gpu_type(t) for t in TYPES], max_gpus=8))
+    return QueuedJob(job_id=job_id, spec=spec, plans=plans, submit_time_s=0.0)
+
+
+def test_free_pool_follows_nodes_that_change_between_calls():
+    nodes = [NodeState(name=f"n{i}", gpu_type=TYPES[i % 2], total_gpus=4, free_gpus=4) for i in range(6)]
+    FreePool(ClusterState(nodes=tuple(nodes)))
+    nodes[2] = nodes[2].with_free(1)  # 3 of n2's T4s taken (n0, n2, n4 are T4 nodes)
+    nodes[3] = nodes[3].with_free(0)
+    pool = FreePool(ClusterState(nodes=tuple(nodes)))
+    assert pool.free == {"T4-16G": {"n0": 4, "n2": 1, "n4": 4}, "A100-SXM-40G": {"n1": 4, "n3": 0, "n5": 4}}
+    assert pool.totals == {"T4-16G": 9, "A100-SXM-40G": 8}
+    pool.take("T4-16G", (("n0", 4),))  # a call's scratch changes stay in its own pool
+    assert FreePool(ClusterState(nodes=tuple(nodes))).totals == {"T4-16G": 9, "A100-SXM-40G": 8}
+    # Another cluster (a node of another size) is read afresh, not patched.
+    other = (NodeState(name="n0", gpu_type="T4-16G", total_gpus=8, free_gpus=8),)
+    pool = FreePool(ClusterState(nodes=other))
+    assert (pool.totals, pool.capacity, pool.widest) == ({"T4-16G": 8}, {"T4-16G": 8}, {"T4-16G": 8})
+
+
+def _as_lists(releases: Releases) -> tuple:
+    return releases.ends, releases.gpus, releases.allocations, list(releases.ends)
+
+
+def test_release_schedule_kept_across_calls_equals_one_built_from_scratch():
+    rng = random.Random(7)
+    job = _job("q")
+    nodes = tuple(NodeState(name=f"n{i}", gpu_type=TYPES[i % 2], total_gpus=8, free_gpus=8) for i in range(4))
+    running: list[RunningJob] = []
+    for step in range(300):
+        if running and rng.random() < 0.45:
+            running.pop(rng.randrange(len(running)))
+        for _ in range(rng.choice((1, 1, 2, 6))):
+            choice = rng.choice(job.plans)
+            node = next(n.name for n in nodes if n.gpu_type == choice.gpu.name)
+            end = rng.choice((None, 100.0, 200.0, float(rng.randrange(1000))))  # ties on purpose
+            running.append(RunningJob(job_id=f"r{step}", choice=choice, allocation=((node, choice.num_gpus),),
+                                      start_time_s=0.0, expected_end_s=end, job=job))
+        state = ClusterState(nodes=nodes, running=tuple(running))
+        kept = releases_of(state)
+        assert _as_lists(kept) == _as_lists(Releases(state))
+        assert all(ends == sorted(ends) for ends in kept.ends.values())
+
+
+def test_run_facts_are_each_running_jobs_step_times():
+    job = _job("q")
+    seconds = step_seconds(job)
+    a, b = job.plans[0], job.plans[-1]
+    runs = [RunningJob(job_id="a", choice=a, allocation=(("n0", a.num_gpus),), start_time_s=0.0,
+                       expected_end_s=50.0, job=job),
+            RunningJob(job_id="b", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
+                       expected_end_s=None, job=job),  # no expected end: nothing to read
+            RunningJob(job_id="c", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
+                       expected_end_s=80.0, job=None)]  # no queued job: nothing to read
+    facts = run_facts(tuple(runs), step_seconds)
+    fastest = min(seconds[id(c)] for c in job.plans)
+    assert [(f[0].job_id, f[1], f[2]) for f in facts] == [("a", seconds[id(a)], fastest)]
+    runs[1] = RunningJob(job_id="b", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
+                         expected_end_s=90.0, job=job)  # restarted with an expected end
+    facts = run_facts(tuple(runs), step_seconds)
+    assert [(f[0].job_id, f[1]) for f in facts] == [("a", seconds[id(a)]), ("b", seconds[id(b)])]
+
+
+def test_free_pool_of_nodes_sharing_a_name_reads_as_from_scratch():
+    # One free count per name, the last node's (as a reading from scratch gives); totals count both.
+    nodes = [NodeState(name="dup", gpu_type="T4-16G", total_gpus=4, free_gpus=4) for _ in range(2)]
+    FreePool(ClusterState(nodes=tuple(nodes)))
+    nodes[0] = nodes[0].with_free(1)
+    pool = FreePool(ClusterState(nodes=tuple(nodes)))
+    assert pool.free == {"T4-16G": {"dup": 4}} and pool.totals == {"T4-16G": 5}
