@@ -67,6 +67,17 @@ class ParallelPlan:
         if self.fsdp_param_dtype and self.zero is ZeroStage.NONE:
             raise ValueError("the fsdp2-param mixed-precision mode needs FSDP2 sharding: dp > 1 with ZeRO >= 1")
 
+    def varied(self, *, micro_batch: int | None = None, grad_accum: int | None = None,
+               mixed_precision: MixedPrecisionMode | None = None) -> "ParallelPlan":
+        """This plan with the given fields changed, as dataclasses.replace would give it, built
+        directly: plan enumeration calls this in its inner loop, where replace's introspection costs
+        more than an estimate's own arithmetic."""
+        return ParallelPlan(dp=self.dp, tp=self.tp, pp=self.pp, zero=self.zero, recompute=self.recompute,
+                            sequence_parallel=self.sequence_parallel,
+                            micro_batch=self.micro_batch if micro_batch is None else micro_batch,
+                            grad_accum=self.grad_accum if grad_accum is None else grad_accum,
+                            mixed_precision=self.mixed_precision if mixed_precision is None else mixed_precision)
+
     @property
     def fsdp_param_dtype(self) -> bool:
         """Whether parameters are all-gathered in bf16 by FSDP2's MixedPrecisionPolicy (no autocast)."""

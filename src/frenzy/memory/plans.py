@@ -182,10 +182,7 @@ def _shapes(job: JobSpec, num_gpus: int, max_tp: int, recompute: Sequence[Recomp
 
 
 def _with_micro_batch(shape: ParallelPlan, micro: int) -> ParallelPlan:
-    per_rank = shape.micro_batch * shape.grad_accum
-    return ParallelPlan(dp=shape.dp, tp=shape.tp, pp=shape.pp, zero=shape.zero, recompute=shape.recompute,
-                        sequence_parallel=shape.sequence_parallel, micro_batch=micro, grad_accum=per_rank // micro,
-                        mixed_precision=shape.mixed_precision)
+    return shape.varied(micro_batch=micro, grad_accum=shape.micro_batch * shape.grad_accum // micro)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,14 +17,6 @@ from frenzy.memory.result import MemoryEstimate, Phase
 Peak = tuple[ParallelPlan, Phase, tuple[int, ...], int]  # plan, peak phase, peak parts, required bytes
 
 
-def fsdp2_param(plan: ParallelPlan) -> ParallelPlan:
-    """`plan` with FSDP2's bf16 parameter all-gather (built directly: dataclasses.replace costs more
-    than an estimate's own arithmetic in the enumeration's inner loop)."""
-    return ParallelPlan(dp=plan.dp, tp=plan.tp, pp=plan.pp, zero=plan.zero, recompute=plan.recompute,
-                        sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch,
-                        grad_accum=plan.grad_accum, mixed_precision=MixedPrecisionMode.FSDP2_PARAM)
-
-
 def plan_peak(job: JobSpec, plan: ParallelPlan) -> Peak:
     phase, parts = peak(job, plan)
     return plan, phase, parts, peak_required_bytes(plan, parts)
@@ -34,7 +26,7 @@ def leaner_peak(job: JobSpec, plan: ParallelPlan) -> Peak:
     """The peak of `plan` in the mode it runs in (leaner_precision_mode), without its MemoryEstimate."""
     if not supports_fsdp_param_dtype(job.training, plan):
         return plan_peak(job, plan)
-    other = plan_peak(job, fsdp2_param(plan))
+    other = plan_peak(job, plan.varied(mixed_precision=MixedPrecisionMode.FSDP2_PARAM))
     if plan.zero < ZeroStage.PARAMETERS:
         return other
     own = plan_peak(job, plan)
@@ -57,5 +49,5 @@ def model_state_floor(job: JobSpec, shape: ParallelPlan) -> int:
     (leaner_precision_mode): a GPU type with less room fits none of them, so it costs no estimate."""
     floor = model_state_floor_bytes(job, shape)
     if supports_fsdp_param_dtype(job.training, shape):
-        floor = min(floor, model_state_floor_bytes(job, fsdp2_param(shape)))
+        floor = min(floor, model_state_floor_bytes(job, shape.varied(mixed_precision=MixedPrecisionMode.FSDP2_PARAM)))
     return floor

@@ -85,7 +85,7 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
     restart). `options_of(job)` lists the job's usable plans as (plan, GPUs, seconds per step); the
     current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
-    for run, step, fastest, _ in run_facts(state.running, seconds_of):  # those with a job, an end and a step
+    for run, step, fastest in run_facts(state.running, seconds_of):  # those with a job, an end and a step
         if now - run.start_time_s < min_run_s or run.job_id in exclude:
             continue
         left_s = max(0.0, run.expected_end_s - now)
@@ -104,7 +104,7 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
     job re-queued for its remaining steps with its original submit time, the running job, those
     faster plans in the order `options_of` lists them)."""
     out = {}
-    for run, step_s, fastest, _ in run_facts(state.running, seconds_of):  # those with a job, an end and a step
+    for run, step_s, fastest in run_facts(state.running, seconds_of):  # those with a job, an end and a step
         if fastest * REQUEUE_MIN_SPEEDUP > step_s or now - run.start_time_s < min_run_s \
                 or not run.job.buys_time:  # a faster plan costs a cost job more
             continue  # cheap test first: no plan at all is fast enough

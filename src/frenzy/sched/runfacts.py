@@ -18,7 +18,7 @@ _CACHES: dict[Callable, list] = {}
 
 
 def run_facts(running: tuple, seconds_of: Callable[[QueuedJob], dict]) -> list[tuple]:
-    """(running job, seconds per step of its plan, of its fastest plan, seconds_of(its job)) for each
+    """(running job, seconds per step of its plan, of its fastest plan) for each
     running job, in order, that has its queued job, an expected end and a step time for its plan
     (`seconds_of(job)` maps id(plan) to seconds per step, "fastest" to the least). The same tuple
     passed again gets the same list; entries are keyed by the job object, which they keep
@@ -50,4 +50,4 @@ def _facts(run, seconds_of) -> tuple | None:
     step = seconds.get(id(run.choice))
     if not step:
         return None
-    return run, step, seconds["fastest"], seconds
+    return run, step, seconds["fastest"]
