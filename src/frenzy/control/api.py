@@ -27,6 +27,7 @@ from frenzy.control.service import ControlService
 from frenzy.control.store import UnknownJobError
 from frenzy.control.team_routes import register_team_routes
 from frenzy.core.errors import InvalidConfigError, NoFeasiblePlanError, UnknownNameError
+from frenzy.core.one_at_a_time import ProfilerBusy
 
 # Job ids are "j-" and hex: an id the store's 32-character column could hold is looked up (a 404 when
 # unknown), while a NUL, a control character or a longer string never reaches the database; nor does
@@ -37,7 +38,8 @@ MAX_STATE_CHARS = 32  # the longest state name is 9: an error never repeats more
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
 AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"},
         422: {"model": s.ErrorOut}}  # an authenticated route parses its Authorization header
-BUSY = {429: {"model": s.ErrorOut, "description": "too many submissions are reading their data; retry"}}
+BUSY = {429: {"model": s.ErrorOut, "description": "too many submissions are reading their data, or models of "
+                                                  "families without a formula being profiled; retry"}}
 RETRY_AFTER_S = 5
 
 
@@ -67,7 +69,7 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
               tags=["jobs"])
     async def submit(job: s.JobIn, who: au.Principal = User) -> s.JobCreated:
         """Validate, read the data, plan against the live cluster, and queue. 422 for bad settings or data,
-        409 if nothing fits, 429 when too many submissions are reading their data."""
+        409 if nothing fits, 429 when too many submissions are reading their data or being profiled."""
         request, data = await data_checks.run(service.check_data, JobRequest.from_json(job.to_domain_json()))
         record, choices = await anyio.to_thread.run_sync(service.queue, request, data, who.user)
         return s.JobCreated(id=record.id, state=record.state.value, plans=[_plan_json(c) for c in choices])
@@ -134,7 +136,7 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
         view = service.cluster()
         return s.ClusterOut(nodes=[s.NodeOut(**n) for n in view.nodes], gpu_types=view.by_type, teams=view.teams)
 
-    @app.get("/v1/plans", response_model=s.PlansOut, responses={**ERRORS, **AUTH}, dependencies=[User],
+    @app.get("/v1/plans", response_model=s.PlansOut, responses={**ERRORS, **AUTH, **BUSY}, dependencies=[User],
              tags=["plans"])
     def plans(model: str = Query(min_length=1, max_length=r.MAX_PATH_CHARS, pattern=s.PRINTABLE,
                                  description="as in POST /v1/jobs"),
@@ -226,11 +228,13 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(ValueError, reply(422))
     app.add_exception_handler(NoFeasiblePlanError, reply(409))
 
-    @app.exception_handler(TooManyDataChecks)
-    async def busy(_req: Request, exc: TooManyDataChecks):
+    async def busy(_req: Request, exc: Exception):
         response = _error(429, str(exc))
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
+
+    app.add_exception_handler(TooManyDataChecks, busy)
+    app.add_exception_handler(ProfilerBusy, busy)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_req: Request, exc: StarletteHTTPException):

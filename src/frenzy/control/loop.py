@@ -29,6 +29,7 @@ from frenzy.control.request import JobRequest
 from frenzy.control.states import AttemptOutcome, JobState
 from frenzy.control.teams import teams_for_jobs
 from frenzy.core.errors import FrenzyError
+from frenzy.core.one_at_a_time import ProfilerBusy
 from frenzy.core.hf_cache import local_model_folder
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
@@ -163,6 +164,8 @@ class ControlLoop:
                 request = JobRequest.from_json(job.request)
                 spec = request.job_spec()
                 choices = self.choices(request, spec, shape, signature, self._oom_ratio(job), calibration)
+            except ProfilerBusy:
+                break  # API requests are profiling new families: this job next step, nothing wrong with it
             except (FrenzyError, ValueError) as exc:
                 self._fail(job, now, f"no runnable plan: {exc}")
                 continue

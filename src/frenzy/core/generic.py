@@ -22,6 +22,7 @@ from pathlib import Path
 
 from frenzy.core.errors import FrenzyError, InvalidConfigError
 from frenzy.core.model import Linear, ModelArch, Norm, TpSplit
+from frenzy.core.one_at_a_time import import_transformers, profiler_turn
 
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -114,9 +115,12 @@ def structure_of(cfg: dict) -> tuple[dict, str]:
     structure = read_json(folder / "structure.json")
     if structure is None:
         _check_size(cfg)
-        structure = _describe(cfg)
-        write_json(folder / "config.json", cfg)
-        write_json(folder / "structure.json", structure)
+        with profiler_turn():
+            structure = read_json(folder / "structure.json")  # described while this caller waited?
+            if structure is None:
+                structure = _describe(cfg)
+                write_json(folder / "config.json", cfg)
+                write_json(folder / "structure.json", structure)
     return structure, digest
 
 
@@ -140,6 +144,7 @@ def _check_size(cfg: dict) -> None:
 
 def _describe(cfg: dict) -> dict:
     try:
+        import_transformers()
         from frenzy.memory.trace.structure import describe
     except ImportError as exc:
         raise InvalidConfigError(

@@ -26,6 +26,7 @@ from functools import lru_cache
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
+from frenzy.core.one_at_a_time import import_transformers, profiler_turn
 from frenzy.core.training import TrainingConfig
 
 PROFILE_VERSION = 7  # bump when what a profile holds or how it is measured changes
@@ -101,19 +102,11 @@ def _profile(key: str, training: TrainingConfig, regime: int, s1: int, s2: int) 
     path = folder / f"profile-v{PROFILE_VERSION}-{settings_key(training)}-w{regime}.json"
     data = read_json(path)
     if data is None:
-        try:
-            from frenzy.memory.trace.profile import measure
-        except ImportError as exc:
-            raise ValueError(f"profiling a family without a formula needs PyTorch and transformers "
-                             f"({exc.name} is missing): pip install 'frenzy[trace]'") from None
-        try:
-            data = measure(str(folder / "config.json"), training, s1, s2)
-        except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as exc:
-            raise InvalidConfigError(
-                f"the training step of this {read_json(folder / 'structure.json')['model_type']} model could not "
-                f"be traced to profile its activations ({type(exc).__name__}: {exc}); plan it with a config "
-                "of a family Frenzy has formulas for") from exc
-        write_json(path, data)
+        with profiler_turn():
+            data = read_json(path)  # measured while this caller waited?
+            if data is None:
+                data = _measure(folder, training, s1, s2)
+                write_json(path, data)
     return ActivationProfile(
         kinds=tuple(LayerTerms(**k) for k in data["kinds"]),
         checkpoint_per_token=tuple(data["checkpoint_per_token"]),
@@ -122,3 +115,19 @@ def _profile(key: str, training: TrainingConfig, regime: int, s1: int, s2: int) 
         outside_per_token=data["outside_per_token"],
         outside_checkpointed_per_token=data["outside_checkpointed_per_token"],
     )
+
+
+def _measure(folder, training: TrainingConfig, s1: int, s2: int) -> dict:
+    try:
+        import_transformers()
+        from frenzy.memory.trace.profile import measure
+    except ImportError as exc:
+        raise ValueError(f"profiling a family without a formula needs PyTorch and transformers "
+                         f"({exc.name} is missing): pip install 'frenzy[trace]'") from None
+    try:
+        return measure(str(folder / "config.json"), training, s1, s2)
+    except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as exc:
+        raise InvalidConfigError(
+            f"the training step of this {read_json(folder / 'structure.json')['model_type']} model could not "
+            f"be traced to profile its activations ({type(exc).__name__}: {exc}); plan it with a config "
+            "of a family Frenzy has formulas for") from exc

@@ -106,3 +106,40 @@ def test_cancels_racing_attempts_that_end_leave_every_job_ended_once(client):
             assert attempts and attempts[-1].outcome == AttemptOutcome.FAILED, attempts
         launched = sorted(la.attempt for la in executor.launched if la.job_id == job)
         assert launched == [a.number for a in attempts] and all(a.outcome.is_final for a in attempts), attempts
+
+
+def test_profiling_requests_beyond_the_profilers_line_are_a_429_at_once(client):
+    # One profile running and four waiting hold five request threads for seconds each; a sixth
+    # request for a family without a formula must not hold one more: 429 with when to retry.
+    from frenzy.core import one_at_a_time
+
+    release = threading.Event()
+
+    def in_line():
+        with one_at_a_time.profiler_turn():
+            release.wait(60)
+
+    holders = [threading.Thread(target=in_line) for _ in range(one_at_a_time.WAITING_PROFILES + 1)]
+    for t in holders:
+        t.start()
+    try:
+        _wait_until(lambda: one_at_a_time._in_line == len(holders))
+        config = {"model_type": "arcee", "architectures": ["ArceeForCausalLM"], "hidden_size": 96,
+                  "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "vocab_size": 700, "max_position_embeddings": 256}
+        r = _timed(client.post, "/v1/jobs", json={"hf_config": config, "steps": 2})
+        assert r.status_code == 429 and "retry" in r.json()["detail"] and int(r.headers["Retry-After"]) > 0, r.text
+        assert client.get("/v1/jobs").json() == []
+    finally:
+        release.set()
+        for t in holders:
+            t.join(60)
+
+
+def _wait_until(condition, timeout_s: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
