@@ -22,7 +22,7 @@ from pathlib import Path
 
 from frenzy.core.errors import FrenzyError, InvalidConfigError
 from frenzy.core.model import Linear, ModelArch, Norm, TpSplit
-from frenzy.core.one_at_a_time import import_transformers, profiler_turn
+from frenzy.core.one_at_a_time import profiler_turn
 
 LAYER_COUNT_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
@@ -144,7 +144,6 @@ def _check_size(cfg: dict) -> None:
 
 def _describe(cfg: dict) -> dict:
     try:
-        import_transformers()
         from frenzy.memory.trace.structure import describe
     except ImportError as exc:
         raise InvalidConfigError(

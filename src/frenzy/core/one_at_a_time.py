@@ -23,17 +23,10 @@ class ProfilerBusy(Exception):
     """The profiler is busy and its line is full. Not a FrenzyError: nothing is wrong with the job."""
 
 
-_import_lock = threading.Lock()
+TRANSFORMERS_IMPORT = threading.Lock()  # held by whoever imports transformers first (frenzy.memory.trace, data)
 _profiler = threading.Lock()
 _line_lock = threading.Lock()
 _in_line = 0  # callers profiling or waiting to
-
-
-def import_transformers():
-    """transformers, imported by one thread at a time (see the module docstring)."""
-    with _import_lock:
-        import transformers
-    return transformers
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from frenzy.core.one_at_a_time import import_transformers
+from frenzy.core.one_at_a_time import TRANSFORMERS_IMPORT
 from frenzy.data.errors import InvalidDataError
 from frenzy.data.templates import render_default
 
@@ -133,8 +133,10 @@ def load_tokenizer(model_folder: str | None, hf_config: dict) -> Tokenizer:
     vocabulary. A folder whose tokenizer files cannot be loaded is an error, not a silent fallback:
     training with byte ids against a model that expects its own tokens would be quietly useless."""
     if has_tokenizer_files(model_folder):
+        with TRANSFORMERS_IMPORT:
+            from transformers import AutoTokenizer
         try:
-            tok = import_transformers().AutoTokenizer.from_pretrained(model_folder, local_files_only=True)
+            tok = AutoTokenizer.from_pretrained(model_folder, local_files_only=True)
         except (OSError, ValueError, KeyError) as exc:
             raise InvalidDataError(f"the tokenizer files in {model_folder} could not be loaded ({exc}); "
                                    "fix or remove them (without them byte-level tokens are used)") from exc

@@ -26,7 +26,7 @@ from functools import lru_cache
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
-from frenzy.core.one_at_a_time import import_transformers, profiler_turn
+from frenzy.core.one_at_a_time import profiler_turn
 from frenzy.core.training import TrainingConfig
 
 PROFILE_VERSION = 7  # bump when what a profile holds or how it is measured changes
@@ -119,7 +119,6 @@ def _profile(key: str, training: TrainingConfig, regime: int, s1: int, s2: int) 
 
 def _measure(folder, training: TrainingConfig, s1: int, s2: int) -> dict:
     try:
-        import_transformers()
         from frenzy.memory.trace.profile import measure
     except ImportError as exc:
         raise ValueError(f"profiling a family without a formula needs PyTorch and transformers "

@@ -11,6 +11,11 @@ step (the loop), recorder (dispatch-mode allocation log), replay (peaks), alloca
 allocator model), cuda_semantics (CUDA autocast and SDPA decisions on CPU), patches (transformers).
 """
 
-from frenzy.memory.trace.tracer import TraceResult, trace_step
+from frenzy.core.one_at_a_time import TRANSFORMERS_IMPORT
+
+with TRANSFORMERS_IMPORT:  # whole before any module here asks it for a name (frenzy.core.one_at_a_time)
+    import transformers  # noqa: F401
+
+from frenzy.memory.trace.tracer import TraceResult, trace_step  # noqa: E402
 
 __all__ = ["TraceResult", "trace_step"]
