@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def serve(settings: ServerSettings) -> None:
     log.info("Ray cluster %s; job store %s; data roots: %s", address, service.store.url,
              service.inputs.describe_roots())
     service.start()
+    threading.Thread(target=_import_profiler, name="frenzy-profiler-import", daemon=True).start()
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the previous handler; a
     # no-op one lets the cleanup below (loop, Ray connection, fake cluster) run to the end.
     signal.signal(signal.SIGTERM, lambda *_: None)
@@ -113,3 +115,15 @@ def serve(settings: ServerSettings) -> None:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
     finally:
         cleanup()
+
+
+def _import_profiler() -> None:
+    """Import the tracer (torch, transformers) while the server starts, not in the first request for
+    a family without a formula: that request would pay seconds of imports before it could even be
+    refused. A request that needs it sooner waits on Python's import lock; without the trace extra
+    that request gets the install hint instead."""
+    try:
+        import frenzy.memory.trace.profile  # noqa: F401
+        import frenzy.memory.trace.structure  # noqa: F401
+    except ImportError as exc:
+        log.info("families without a formula cannot be profiled here (%s is not installed)", exc.name)

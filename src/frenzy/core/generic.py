@@ -151,9 +151,9 @@ def _describe(cfg: dict) -> dict:
             f"transformers ({exc.name} is missing): pip install 'frenzy[trace]'") from None
     try:
         return describe(cfg)
-    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError) as exc:
-        if isinstance(exc, InvalidConfigError):
-            raise
+    except FrenzyError:
+        raise
+    except Exception as exc:  # transformers and torch building a model from a request's config: anything
         raise InvalidConfigError(f"transformers cannot build model_type '{cfg.get('model_type')}' from this config "
                                  f"({exc}); check its sizes") from exc
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from frenzy.core.errors import InvalidConfigError
+from frenzy.core.errors import FrenzyError, InvalidConfigError
 from frenzy.core.generic import model_folder, read_json, write_json
 from frenzy.core.model import ModelArch
 from frenzy.core.one_at_a_time import profiler_turn
@@ -125,7 +125,9 @@ def _measure(folder, training: TrainingConfig, s1: int, s2: int) -> dict:
                          f"({exc.name} is missing): pip install 'frenzy[trace]'") from None
     try:
         return measure(str(folder / "config.json"), training, s1, s2)
-    except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, NotImplementedError) as exc:
+    except FrenzyError:
+        raise
+    except Exception as exc:  # the real training step of a request's config: any failure is the config's
         raise InvalidConfigError(
             f"the training step of this {read_json(folder / 'structure.json')['model_type']} model could not "
             f"be traced to profile its activations ({type(exc).__name__}: {exc}); plan it with a config "

@@ -11,6 +11,7 @@ import pytest
 
 from frenzy.control.states import AttemptOutcome, JobState
 from frenzy.core import catalog
+from frenzy.core.generic import structure_of
 from tests.unit.control.test_hostile_inputs import TINY_CONFIG, _refused, _timed
 
 TINY = json.loads(TINY_CONFIG.read_text())
@@ -124,9 +125,7 @@ def test_profiling_requests_beyond_the_profilers_line_are_a_429_at_once(client):
         t.start()
     try:
         _wait_until(lambda: one_at_a_time._in_line == len(holders))
-        config = {"model_type": "arcee", "architectures": ["ArceeForCausalLM"], "hidden_size": 96,
-                  "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "num_key_value_heads": 2, "vocab_size": 700, "max_position_embeddings": 256}
+        config = {**ARCEE, "hidden_size": 96, "vocab_size": 700}  # not profiled by any other test
         r = _timed(client.post, "/v1/jobs", json={"hf_config": config, "steps": 2})
         assert r.status_code == 429 and "retry" in r.json()["detail"] and int(r.headers["Retry-After"]) > 0, r.text
         assert client.get("/v1/jobs").json() == []
@@ -143,3 +142,21 @@ def _wait_until(condition, timeout_s: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+ARCEE = {"model_type": "arcee", "architectures": ["ArceeForCausalLM"], "hidden_size": 128,
+         "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 600, "max_position_embeddings": 256}
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"num_attention_heads": 10**9}, ["transformers cannot build", "validation"]),  # transformers' own check
+    ({"intermediate_size": -5}, ["transformers cannot build", "negative dimension"]),  # torch's, on the meta build
+])
+def test_a_family_without_a_formula_that_cannot_be_built_is_a_422_saying_why(client, change, words):
+    # Both used to answer 500: the build raised what the profiled path did not expect.
+    # Timed as a warm server answers: the tracer imported (as `frenzy serve` does while it starts) and
+    # the family's modelling module too (the first of a family imports it: a second, once).
+    structure_of(ARCEE)
+    detail = _refused(client, {"hf_config": {**ARCEE, **change}})["detail"]
+    assert all(w in detail for w in words), detail
