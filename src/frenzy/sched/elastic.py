@@ -86,8 +86,8 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
     current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
     for run, step, fastest in run_facts(state.running, seconds_of):  # those with a job, an end and a step
-        if now - run.start_time_s < min_run_s or run.job_id in exclude:
-            continue
+        if now - run.start_time_s < min_run_s or run.job_id in exclude or not run.job.buys_time:
+            continue  # a job ranked by cost is neither shrunk (its restart is its cost) nor grown
         left_s = max(0.0, run.expected_end_s - now)
         if run.choice.gpu.name not in shrink_types and left_s * (1 - fastest / step) < min_saving_s:
             continue  # checked before the job's options are listed: most running jobs stop here
@@ -246,8 +246,8 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
     options = []
     for jobs in resizable.values():
         for job in jobs:
-            if -job.slowdown_s(job.fastest_s) - restart_s < min_gain or not job.run.job.buys_time:
-                continue  # no plan can save enough of what is left, or the job wants the cheapest run
+            if -job.slowdown_s(job.fastest_s) - restart_s < min_gain:
+                continue  # no plan can save enough of what is left
             here = job.run.choice.gpu.name
             for plan, gpus, step_s in _faster_options(job.options, job.step_s):
                 gpu = plan.gpu.name

@@ -48,7 +48,8 @@ MAX_PREEMPTING_JOBS = 16  # per scheduling call: bounds the work and the churn o
 def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, list[RunningJob]]:
     by_type: dict[str, list[RunningJob]] = {}
     for job in state.running:
-        if job.expected_end_s is not None and now - job.start_time_s >= min_run_s:
+        if job.expected_end_s is not None and now - job.start_time_s >= min_run_s and \
+                (job.job is None or job.job.buys_time):  # a job ranked by cost pays no restart for another
             by_type.setdefault(job.choice.gpu.name, []).append(job)
     for jobs in by_type.values():
         jobs.sort(key=lambda j: -j.expected_end_s)  # longest remaining first

@@ -91,7 +91,9 @@ class QueuedJob:
 
     @property
     def buys_time(self) -> bool:
-        """Whether GPUs may be spent to finish this job sooner (growth, re-queue, patience)."""
+        """Whether GPUs may be spent to finish this job sooner (growth, re-queue, patience, and
+        stopping other jobs for it, preemption and shrinking, which a job ranked by cost is kept out
+        of both ways: a restart it caused or suffered would be paid from somebody's cost)."""
         return self.objective == "time"
 
 

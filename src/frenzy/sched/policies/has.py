@@ -251,7 +251,8 @@ class HeterogeneityAwareScheduler:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting], now,
+        # stopping others for a job is spending on its time: a job ranked by cost is not served so
+        return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting if job.buys_time], now,
                                lambda j, c: self._run_s(j, c, pool), latest,
                                lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved,
                                unsplit=self.price_splits, min_run_s=self._restart_s)
@@ -277,7 +278,8 @@ class HeterogeneityAwareScheduler:
                                    touched, short, (1 + self.grow_min_gain) * restart_s, min_run_s=restart_s)
         if not resizable:
             return []
-        decisions = shrink_for(still, pool, resizable, now, lambda j, c: self._run_s(j, c, pool), restart_s)
+        decisions = shrink_for([w for w in still if w[0].buys_time], pool, resizable, now,
+                               lambda j, c: self._run_s(j, c, pool), restart_s)
         started = {d.job_id for d in decisions}
         lists = {id(plans): plans for job, plans, _ in still if job.job_id not in started}.values()
         wanted = {c.gpu.name for plans in lists for c in plans}
