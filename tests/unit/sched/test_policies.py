@@ -250,6 +250,22 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
         started(91), [short], now)]
 
 
+def test_a_job_ranked_by_cost_neither_preempts_nor_is_preempted():
+    # The preemption above, with either job ranked by cost: stopping a job is spending a restart on
+    # the other job's time, which a cost job neither buys nor pays for. Ranked by time both, it is made.
+    from dataclasses import replace
+    now = 10_000.0
+    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
+    full = ClusterState(nodes=tuple(replace(n, free_gpus=0) for n in state.nodes), running=state.running)
+    short = _job("short", steps=10, submit=now, types=("T4-16G",))
+    if next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus > t4.num_gpus:
+        pytest.skip("the short job needs more GPUs than the running one holds")
+    assert ("Preempt", "long") in [(type(d).__name__, d.job_id) for d in get_policy("frenzy").schedule(full, [short], now)]
+    assert get_policy("frenzy").schedule(full, [replace(short, objective="cost")], now) == []
+    cost_victim = replace(full, running=(replace(full.running[0], job=replace(full.running[0].job, objective="cost")),))
+    assert get_policy("frenzy").schedule(cost_victim, [short], now) == []
+
+
 # ---- elastic resizing (frenzy.sched.elastic) ------------------------------------------------------
 
 A100 = "A100-SXM-40G"
