@@ -95,6 +95,12 @@ def _split_step_s(job: QueuedJob, choice: PlanChoice, nodes: int) -> float:
     return step_time(job.spec, choice.plan, choice.gpu, nodes=nodes).total_s
 
 
+def _spend(job: QueuedJob, choice: PlanChoice, run_s: float) -> float:
+    """What the job's ranking weighs a placement that runs `run_s` by: the time, or for a job ranked
+    by cost, the price of its GPU-hours."""
+    return run_s if job.buys_time else run_s * choice.num_gpus * choice.gpu.price_per_gpu_hour_usd
+
+
 def _same_head(a: tuple, b: tuple) -> bool:
     """Whether two (grids, steps, capacity) assignment inputs are the same: the same grid objects
     (one per job shape) in the same order, the same steps and capacity."""
@@ -162,8 +168,13 @@ class HeterogeneityAwareScheduler:
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
                 if allocation is None and profile is not None:
                     wait = self._best_wait(job, plans[:1], pool, profile, now)
-            elif releases is not None and rank > 0 and not job.buys_time:  # plans ranked by cost
-                wait = self._cheapest_wait(job, plans[:rank], pool, profile, now)
+            elif releases is not None and not job.buys_time:  # plans ranked by cost
+                # a plan best fit can only spread over more nodes than it needs runs (and bills) slower
+                # there: its own unsplit room is worth waiting for too
+                split = allocation is not None and len(allocation) > pool.fewest_nodes(plans[rank].gpu.name,
+                                                                                        plans[rank].num_gpus)
+                if rank > 0 or split:
+                    wait = self._cheapest_wait(job, plans[:rank + 1] if split else plans[:rank], pool, profile, now)
             elif releases is not None and rank > 0 and job.buys_time:
                 if allocation is None:
                     faster = plans[:rank]
@@ -328,7 +339,7 @@ class HeterogeneityAwareScheduler:
         needs, and its data-parallel traffic then crosses the inter-node network (a 4 + 4 split of
         an 8-GPU plan ran up to 2.6x slower per step on sia-64). Such a split is priced at its real
         step time and taken only if that still beats the next plan in the list that fits on as few
-        nodes as it needs."""
+        nodes as it needs (in time, or for a job ranked by cost, in the price of its GPU-hours)."""
         split = None
         for rank, choice in enumerate(plans):
             gpu = choice.gpu.name
@@ -339,7 +350,9 @@ class HeterogeneityAwareScheduler:
                 continue
             if not self.price_splits or len(allocation) <= pool.fewest_nodes(gpu, choice.num_gpus):
                 run_s = self._run_s(job, choice, pool)
-                return split if split is not None and split[2] <= run_s else (rank, allocation, run_s)
+                if split is not None and _spend(job, plans[split[0]], split[2]) <= _spend(job, choice, run_s):
+                    return split
+                return rank, allocation, run_s
             if split is None:
                 split = (rank, allocation,
                          self.startup_estimate_s + job.spec.steps * _split_step_s(job, choice, len(allocation)))
