@@ -520,6 +520,26 @@ def test_preemption_frees_room_on_as_few_nodes_as_the_plan_needs():
     assert len(blind[1].allocation) == 2
 
 
+def test_a_job_ranked_by_cost_waits_for_unsplit_room_rather_than_pay_for_a_split():
+    # Two A100 nodes of 4 joined by 1 Gb/s, 2 GPUs free on each; a job that fits on one node runs
+    # its steps several times slower over two, so it pays several times as much there. Ranked by cost,
+    # it waits for the pin predicted to end in ten minutes to free a node; with no end predicted it
+    # takes the split (nothing to wait for).
+    from dataclasses import replace
+    from frenzy.perf import step_time
+    now = 50_000.0
+    job = replace(_slow_network_job("job", 20_000, {4}), objective="cost", submit_time_s=now)
+    four = job.plans[0]
+    assert step_time(job.spec, four.plan, four.gpu, nodes=2).total_s > \
+        3 * step_time(job.spec, four.plan, four.gpu, nodes=1).total_s
+    pins = [_on(_slow_network_job("ending", 10**7, {2}), (("a100-0", 2),), now, 600.0),
+            _on(_slow_network_job("pin", 10**7, {2}), (("a100-1", 2),), now, 1e7)]
+    assert get_policy("frenzy").schedule(_a100_state(pins), [job], now) == []
+    unknown = _a100_state([replace(p, expected_end_s=None) for p in pins])
+    (place,) = get_policy("frenzy").schedule(unknown, [job], now)
+    assert len(place.allocation) == 2
+
+
 def test_growth_is_priced_at_the_step_time_of_a_split_placement():
     from frenzy.perf import step_time
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
