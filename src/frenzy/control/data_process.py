@@ -15,6 +15,7 @@ the store's, uvicorn's) or the locks they hold are copied into a child.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -31,6 +32,7 @@ from frenzy.data.files import offline
 T = TypeVar("T")
 DEFAULT_CHECK_MEMORY_BYTES = 2 << 30  # a data check's own memory, beyond the modules it starts with
 DEFAULT_CHECK_SECONDS = 300.0  # tokenising a large file takes minutes on one core; more is a runaway
+ORPHAN_GRACE_S = 5  # how long a check outlives its limit when the server died before killing it
 MAX_CHECK_SECONDS = 86_400.0  # a day: beyond it a submission's answer is of no use to its client
 _PRELOAD = ["frenzy.control.data_check", "datasets"]
 _START = threading.Lock()
@@ -119,6 +121,9 @@ def _child(sender, call, args, limits: CheckLimits, environ: dict) -> None:
     os.environ.clear()
     os.environ.update(environ)  # the server's environment now, not the forkserver's at its start
     _limit_address_space(limits.memory_bytes)
+    # The server kills a check at its limit; should the server itself be killed first, SIGALRM's
+    # default action ends the check soon after, so no orphan reads on (the forkserver then exits too).
+    signal.alarm(math.ceil(limits.seconds) + ORPHAN_GRACE_S)
     try:
         answer = ("ok", call(*args))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server to be answered

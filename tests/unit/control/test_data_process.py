@@ -7,12 +7,14 @@ from __future__ import annotations
 import multiprocessing.forkserver
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from frenzy.control.data_process import CheckLimits, run_limited
+from frenzy.control.data_process import ORPHAN_GRACE_S, CheckLimits, run_limited
 from frenzy.core.units import MiB
 from frenzy.data.errors import InvalidDataError
 
@@ -97,3 +99,47 @@ def test_an_overrun_is_refused_on_time_and_the_child_is_gone():
 def test_limits_are_positive_and_finite(kwargs):
     with pytest.raises(ValueError, match="data check"):
         CheckLimits(**kwargs)
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_check_whose_server_is_killed_ends_soon_after_its_limit():
+    repo = Path(__file__).resolve().parents[3]
+    script = ("from frenzy.control.data_process import CheckLimits, run_limited\n"
+              "from tests.unit.control.test_data_process import sleep\n"
+              "run_limited(sleep, 600, limits=CheckLimits(memory_bytes=1 << 28, seconds=3))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "src"), str(repo)])}
+    server = subprocess.Popen([sys.executable, "-c", script], cwd=repo, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_descendants(server.pid)) < 3:  # the resource tracker, the forkserver and the check
+            assert server.poll() is None and time.monotonic() < deadline, "the check did not start"
+            time.sleep(0.1)
+        left = _descendants(server.pid)
+    finally:
+        server.kill()  # before the server could kill its check
+        server.wait()
+    killed = time.monotonic()
+    deadline = killed + 3 + ORPHAN_GRACE_S + 10
+    while any(_alive(pid) for pid in left) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in left)
