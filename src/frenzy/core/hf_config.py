@@ -84,7 +84,7 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
         return generic_arch(cfg, name)
     try:
         return PARSERS[model_type](cfg, name)
-    except (TypeError, ZeroDivisionError, ValueError) as exc:
+    except (TypeError, ArithmeticError, ValueError) as exc:  # ArithmeticError: a zero or an infinite size
         if isinstance(exc, InvalidConfigError):
             raise
         raise InvalidConfigError(f"{name}: config.json is inconsistent ({exc}); check its sizes") from exc
