@@ -49,6 +49,9 @@ class Linear:
     per_expert: bool = False  # an MoE expert projection: one copy per expert
 
     def __post_init__(self):
+        for n in (self.in_features, self.out_features):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise ValueError(f"linear {self.name}: features must be integers, got {n!r}; check the config's sizes")
         if self.in_features < 1 or self.out_features < 1:
             raise ValueError(f"linear {self.name}: features must be positive")
 

@@ -31,9 +31,15 @@ SKIP = ("model_type", "architectures", "_frenzy_source", "_name_or_path", "trans
     ("openai-community/gpt2", "n_positions", "", ["max_position_embeddings must be an integer"]),
     ("EleutherAI/pythia-160m", "rotary_pct", 1e308, ["config.json is inconsistent", "infinity"]),
     ("EleutherAI/pythia-160m", "rotary_pct", -1e308, ["config.json is inconsistent"]),
+    ("EleutherAI/gpt-neo-1.3B", "max_position_embeddings", 1e308, ["config.json is inconsistent"]),
+    ("deepseek-ai/DeepSeek-V2-Lite", "first_k_dense_replace", -1e308, ["parameters, not a model Frenzy plans"]),
+    ("deepseek-ai/DeepSeek-V2-Lite", "n_shared_experts", 1e308, ["about 10^316 parameters", "1 .. 1e+15"]),
+    ("deepseek-ai/DeepSeek-V2-Lite", "q_lora_rank", 1e308, ["q_a: features must be integers"]),
+    ("deepseek-ai/DeepSeek-V2-Lite", "q_lora_rank", 1.5, ["q_a: features must be integers, got 1.5"]),
 ])
 def test_a_config_value_a_formula_cannot_take_is_a_422_naming_it(client, model, field, value, words):
-    # Before: 500 (TypeError where a string met a number; OverflowError from int(inf)).
+    # Before: 500 (TypeError where a string met a number; OverflowError from int(inf) or from a
+    # parameter count of 10^316 turned into a float); q_lora_rank 1.5 planned with fractional weights.
     config = {**catalog.model_config(model), field: value}
     detail = _refused(client, {"hf_config": config, "steps": 2})["detail"]
     assert all(w in detail for w in words), detail
