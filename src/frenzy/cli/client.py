@@ -146,7 +146,8 @@ class Client:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "the answer"
-            raise ApiError(0, f"{self.url} answered {method} {path} with JSON that is not a Frenzy {answer}{' list' if many else ''} "
+            what = f"{answer} list" if many else answer
+            raise ApiError(0, f"{self.url} answered {method} {path} with JSON that is not a Frenzy {what} "
                               f"({where}: {first['msg']}); check that FRENZY_URL (or --url) names a Frenzy "
                               "server of this version") from None
 
