@@ -18,6 +18,7 @@ from frenzy.core.errors import InvalidConfigError
 from frenzy.core.safe_read import open_regular, read_descriptor
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+MAX_DETAIL_CHARS = 2000  # of a server's error message: a line or two, not a page a server could send
 TOKEN_ENV = "FRENZY_TOKEN"
 CREDENTIALS_ENV = "FRENZY_CREDENTIALS"  # another credentials file (tests, several servers)
 DEFAULT_CREDENTIALS = Path("~/.frenzy/credentials")
@@ -116,21 +117,39 @@ class Client:
             self.setup_error = _bad_url(self.url, exc)
             self.http = httpx.Client(timeout=timeout)  # never sends: every call raises setup_error first
 
-    def _call(self, method: str, path: str, **kwargs):
+    def _call(self, method: str, path: str, answer: str | None = None, many: bool = False, **kwargs):
+        """The server's JSON answer; with `answer` (the name of a response model in
+        frenzy.control.schemas; `many`: a list of them), checked against it and completed with its
+        defaults, so the commands read only what the API promises: other JSON is an ApiError, not a
+        failure inside a command."""
         if self.setup_error is not None:
             raise self.setup_error
         r = self._send(method, path, **kwargs)
         if r.status_code >= 400:
-            try:
-                detail = r.json().get("detail", r.text)
-            except ValueError:
-                detail = r.text
-            raise ApiError(r.status_code, str(detail))
+            raise ApiError(r.status_code, _error_detail(r))
         try:
-            return r.json()
+            body = r.json()
         except ValueError:
             raise ApiError(0, f"{self.url} answered {method} {path} with something other than JSON; check that "
                               "FRENZY_URL (or --url) names a Frenzy server") from None
+        return body if answer is None else self._checked(body, answer, many, method, path)
+
+    def _checked(self, body, answer: str, many: bool, method: str, path: str):
+        from pydantic import TypeAdapter, ValidationError
+
+        from frenzy.control import schemas
+
+        model = getattr(schemas, answer)
+        adapter = TypeAdapter(list[model] if many else model)
+        try:
+            return adapter.dump_python(adapter.validate_python(body), mode="json")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the answer"
+            what = f"{answer} list" if many else answer
+            raise ApiError(0, f"{self.url} answered {method} {path} with JSON that is not a Frenzy {what} "
+                              f"({where}: {first['msg']}); check that FRENZY_URL (or --url) names a Frenzy "
+                              "server of this version") from None
 
     def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
@@ -145,22 +164,22 @@ class Client:
                               "check that it runs (`frenzy serve`) and that FRENZY_URL names it") from None
 
     def submit(self, spec: dict) -> dict:
-        return self._call("POST", "/v1/jobs", json=spec)
+        return self._call("POST", "/v1/jobs", "JobCreated", json=spec)
 
     def jobs(self, state: str | None = None) -> list[dict]:
-        return self._call("GET", "/v1/jobs", params={"state": state} if state else None)
+        return self._call("GET", "/v1/jobs", "JobSummary", many=True, params={"state": state} if state else None)
 
     def job(self, job_id: str) -> dict:
-        return self._call("GET", api_path("jobs", job_id))
+        return self._call("GET", api_path("jobs", job_id), "JobDetail")
 
     def logs(self, job_id: str, after: int = 0) -> dict:
-        return self._call("GET", api_path("jobs", job_id, "logs"), params={"after": after})
+        return self._call("GET", api_path("jobs", job_id, "logs"), "LogsOut", params={"after": after})
 
     def cancel(self, job_id: str) -> dict:
-        return self._call("DELETE", api_path("jobs", job_id))
+        return self._call("DELETE", api_path("jobs", job_id), "JobSummary")
 
     def artifacts(self, job_id: str) -> dict:
-        return self._call("GET", api_path("jobs", job_id, "artifacts"))
+        return self._call("GET", api_path("jobs", job_id, "artifacts"), "ArtifactsOut")
 
     def download(self, job_id: str, path: str, folder: Path) -> Path:
         """Stream one artifact into folder/path (written beside, then renamed: never half a file)."""
@@ -176,7 +195,7 @@ class Client:
             with self.http.stream("GET", url) as r:
                 if r.status_code >= 400:
                     r.read()
-                    raise ApiError(r.status_code, str(r.json().get("detail", r.text)))
+                    raise ApiError(r.status_code, _error_detail(r))
                 with open(partial, "wb") as out:
                     for chunk in r.iter_bytes(1 << 20):
                         out.write(chunk)
@@ -188,13 +207,24 @@ class Client:
         return target
 
     def cluster(self) -> dict:
-        return self._call("GET", "/v1/cluster")
+        return self._call("GET", "/v1/cluster", "ClusterOut")
 
     def plans(self, **params) -> dict:
-        return self._call("GET", "/v1/plans", params=params)
+        return self._call("GET", "/v1/plans", "PlansOut", params=params)
 
     def healthy(self) -> bool:
         try:
-            return bool(self._call("GET", "/healthz").get("ok"))
+            answer = self._call("GET", "/healthz")
+            return isinstance(answer, dict) and answer.get("ok") is True
         except ApiError:
             return False
+
+
+def _error_detail(r: httpx.Response) -> str:
+    """The API's `detail` of an error answer, or its text when it is not the API's error shape."""
+    try:
+        body = r.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return str(detail if detail is not None else r.text)[:MAX_DETAIL_CHARS]

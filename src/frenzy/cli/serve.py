@@ -62,6 +62,11 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
           max_data_bytes: Annotated[Optional[int], typer.Option(
               min=1, help="largest data file the server reads (default 1 GiB)")] = None,
           max_body_bytes: Annotated[int, typer.Option(min=1, help="largest request body; 413 beyond")] = 1 << 20,
+          max_check_memory_bytes: Annotated[Optional[int], typer.Option(
+              min=1, help="memory one submission's data check may use, in its own process (default 2 GiB); "
+                          "checks beyond it are refused with a 422")] = None,
+          max_check_seconds: Annotated[Optional[float], typer.Option(
+              min=0.001, help="time one submission's data check may take (default 300 s)")] = None,
           gpu_catalog: GpuCatalog = None) -> None:
     """Run the API server and control loop (Ctrl-C stops it; running attempts keep going on Ray).
 
@@ -69,6 +74,7 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
     until one exists: `frenzy token create --user NAME --admin` first."""
     import os
 
+    from frenzy.control.data_process import CheckLimits
     from frenzy.control.server import ServerSettings
     from frenzy.control.server import serve as run
     from frenzy.core import catalog
@@ -79,10 +85,15 @@ def serve(host: Annotated[str, typer.Option(help="bind address (loopback by defa
         # so anything there that looks a GPU type up sees the same catalog.
         os.environ[catalog.GPU_CATALOG_ENV] = str(Path(catalog.user_gpu_catalog()).expanduser().resolve())
 
+    given = {"memory_bytes": max_check_memory_bytes, "seconds": max_check_seconds}
+    try:
+        check_limits = CheckLimits(**{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     run(ServerSettings(host=host, port=port, db_url=db_url, ray_address=ray_address, fake_nodes=fake_cluster,
                        fake_gpu=fake_gpu, step_delay_s=step_delay, storage_root=storage, policy=policy,
                        metrics_auth=metrics_auth, data_roots=tuple(data_root or ()),
-                       max_data_bytes=max_data_bytes, max_body_bytes=max_body_bytes))
+                       max_data_bytes=max_data_bytes, max_body_bytes=max_body_bytes, check_limits=check_limits))
 
 
 def submit(spec: Annotated[Path, typer.Argument(help="job spec (YAML or JSON): model and training settings")],

@@ -59,7 +59,7 @@ def set_(name: Annotated[str, typer.Argument(help="the team")],
                                                   "replaced by exactly these")] = None,
          url: Url = None, as_json: Json = False) -> None:
     """Create a team or replace its quota."""
-    _show(_call(url, "PUT", "teams", name, json={"quota": parse_quotas(quota or [])}), as_json)
+    _show(_call(url, "PUT", "teams", name, answer="TeamOut", json={"quota": parse_quotas(quota or [])}), as_json)
 
 
 @team_app.command("add-user")
@@ -67,27 +67,27 @@ def add_user(name: Annotated[str, typer.Argument(help="the team")],
              user: Annotated[str, typer.Argument(help="the user (a user is in at most one team)")],
              url: Url = None, as_json: Json = False) -> None:
     """Put a user in a team: their jobs count against its quota."""
-    _show(_call(url, "PUT", "teams", name, "members", user), as_json)
+    _show(_call(url, "PUT", "teams", name, "members", user, answer="TeamOut"), as_json)
 
 
 @team_app.command("remove-user")
 def remove_user(name: Annotated[str, typer.Argument(help="the team")],
                 user: Annotated[str, typer.Argument(help="the user")], url: Url = None, as_json: Json = False) -> None:
     """Take a user out of a team: their jobs go on in the default pool (no quota, borrow only)."""
-    _show(_call(url, "DELETE", "teams", name, "members", user), as_json)
+    _show(_call(url, "DELETE", "teams", name, "members", user, answer="TeamOut"), as_json)
 
 
 @team_app.command("delete")
 def delete(name: Annotated[str, typer.Argument(help="the team")], url: Url = None, as_json: Json = False) -> None:
     """Remove a team; its members go back to the default pool."""
-    _show(_call(url, "DELETE", "teams", name), as_json)
+    _show(_call(url, "DELETE", "teams", name, answer="TeamOut"), as_json)
 
 
 @team_app.command("list")
 def list_(url: Url = None, as_json: Json = False) -> None:
     """Teams, members, and per GPU type the quota and what they use now (used, borrowed beyond the quota)."""
-    teams = _call(url, "GET", "teams")
-    usage = _call(url, "GET", "cluster").get("teams", {})
+    teams = _call(url, "GET", "teams", answer="TeamOut", many=True)
+    usage = _call(url, "GET", "cluster", answer="ClusterOut")["teams"]
     if as_json:
         emit({"teams": teams, "usage": usage})
         return

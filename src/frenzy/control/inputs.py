@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from frenzy.control.data_process import CheckLimits
 from frenzy.control.request import DATA_SUFFIXES, SYNTHETIC, JobRequest
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.hf_cache import MAX_CONFIG_BYTES
@@ -41,10 +42,12 @@ class InputRefusedError(InvalidConfigError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputPolicy:
     """roots: folders whose files and sub-folders requests may name (resolved at construction);
-    max_data_bytes: the largest data file (training or validation) the server reads."""
+    max_data_bytes: the largest data file (training or validation) the server reads; check_limits: the memory
+    and time a submission's data check may take (frenzy.control.data_process)."""
 
     roots: tuple[Path, ...] = ()
     max_data_bytes: int = DEFAULT_MAX_DATA_BYTES
+    check_limits: CheckLimits = CheckLimits()
 
     def __post_init__(self):
         resolved = []
@@ -61,12 +64,13 @@ class InputPolicy:
 
     @classmethod
     def from_settings(cls, roots: Iterable[str | Path] = (), max_data_bytes: int | None = None,
-                      env: Mapping[str, str] | None = None) -> InputPolicy:
+                      env: Mapping[str, str] | None = None, check_limits: CheckLimits | None = None) -> InputPolicy:
         """The roots given plus those in FRENZY_DATA_ROOTS (os.pathsep-separated)."""
         env = os.environ if env is None else env
         extra = [p for p in env.get(ROOTS_ENV, "").split(os.pathsep) if p.strip()]
         return cls(roots=tuple(Path(r) for r in [*roots, *extra]),
-                   max_data_bytes=DEFAULT_MAX_DATA_BYTES if max_data_bytes is None else max_data_bytes)
+                   max_data_bytes=DEFAULT_MAX_DATA_BYTES if max_data_bytes is None else max_data_bytes,
+                   check_limits=check_limits or CheckLimits())
 
     def describe_roots(self) -> str:
         return ", ".join(str(r) for r in self.roots) or "none configured"

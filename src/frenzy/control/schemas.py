@@ -273,6 +273,14 @@ class ErrorItem(BaseModel):
     msg: str
 
 
+class TeamOut(BaseModel):
+    """A team as the teams API answers (here, not beside its routes, so the client checks answers
+    without importing FastAPI)."""
+    name: str
+    quota: dict[str, int] = Field(description="canonical GPU type -> nominal GPUs")
+    members: list[str]
+
+
 class ErrorOut(BaseModel):
     """Every 4xx answer: one sentence saying what to change, and the same per problem."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from frenzy.control.data_process import CheckLimits, start_data_checks
 from frenzy.control.inputs import InputPolicy
 from frenzy.control.limits import DEFAULT_MAX_BODY_BYTES
 from frenzy.control.loop import ControlLoop, LoopSettings
@@ -40,6 +41,7 @@ class ServerSettings:
     data_roots: tuple[Path, ...] = ()  # folders requests may name files in (plus FRENZY_DATA_ROOTS)
     max_data_bytes: int | None = None  # largest data file read (None: frenzy.control.inputs' 1 GiB)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # largest request body (413 beyond)
+    check_limits: CheckLimits = CheckLimits()  # memory and time of one submission's data check
 
 
 def build(settings: ServerSettings):
@@ -48,7 +50,8 @@ def build(settings: ServerSettings):
     from frenzy.control.auth import AuthSettings, check_listen
 
     try:  # a bad root is reported before anything starts
-        inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes)
+        inputs = InputPolicy.from_settings(settings.data_roots, settings.max_data_bytes,
+                                           check_limits=settings.check_limits)
     except InvalidConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
     try:  # first: no Ray cluster is started for a server that is refused
@@ -106,6 +109,7 @@ def serve(settings: ServerSettings) -> None:
     service, app, cleanup, address = build(settings)
     log.info("Ray cluster %s; job store %s; data roots: %s", address, service.store.url,
              service.inputs.describe_roots())
+    start_data_checks()  # the first submission with data should not wait for the checker's imports
     service.start()
     threading.Thread(target=_import_profiler, name="frenzy-profiler-import", daemon=True).start()
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the previous handler; a

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from frenzy.control.artifacts import artifact_root
 from frenzy.control.data_check import check_data
+from frenzy.control.data_process import run_limited
 from frenzy.data.prepare import DataReport
 from frenzy.control.inputs import InputPolicy
 from frenzy.control.loop import ControlLoop, free_gpus
 from frenzy.control.planner import ClusterShape
 from frenzy.control.ports import Clock, Executor, JobStore
 from frenzy.control.records import LOCAL_USER, JobRecord
-from frenzy.control.request import JobRequest
+from frenzy.control.request import SYNTHETIC, JobRequest
 from frenzy.control.teams import team_usage
 from frenzy.core.job import JobSpec
 from frenzy.memory.plans import PlanChoice
@@ -87,8 +88,12 @@ class ControlService:
         return self.queue(*self.check_data(request), owner=owner)
 
     def check_data(self, request: JobRequest) -> tuple[JobRequest, DataReport | None]:
-        """The slow part of a submission: the inputs checked and the job's data read as the workers will."""
-        return check_data(self.inputs.check(request))
+        """The slow part of a submission: the inputs checked and the job's data read as the workers will,
+        in a child process within the operator's memory and time limits (frenzy.control.data_process)."""
+        request = self.inputs.check(request)
+        if request.dataset == SYNTHETIC:
+            return check_data(request)  # no data file to read: no child process
+        return run_limited(check_data, request, limits=self.inputs.check_limits)
 
     def queue(self, request: JobRequest, data: DataReport | None,
               owner: str = LOCAL_USER) -> tuple[JobRecord, list[PlanChoice]]:

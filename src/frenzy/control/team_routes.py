@@ -13,9 +13,10 @@ from typing import Annotated, Callable
 
 from fastapi import Depends, FastAPI, HTTPException, Path
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, StrictInt, StringConstraints
+from pydantic import Field, StrictInt, StringConstraints
 
 from frenzy.control import schemas as s
+from frenzy.control.schemas import TeamOut
 from frenzy.control.auth import USER_NAME, Principal
 from frenzy.control.teams import TEAM_NAME, NotAMemberError, TeamConflictError, TeamRecord, UnknownTeamError
 from frenzy.sched.quotas import MAX_QUOTA_GPUS, MAX_QUOTA_TYPES
@@ -37,12 +38,6 @@ class TeamIn(s.StrictIn):
     quota: dict[GpuName, Gpus] = Field(max_length=MAX_QUOTA_TYPES, description=(
         f"GPU type (catalog name or alias, `frenzy gpus`) -> nominal GPUs, 0..{MAX_QUOTA_GPUS:,}; at most "
         f"{MAX_QUOTA_TYPES} types"), json_schema_extra={"examples": [{"H100": 8, "A10G": 4}]})
-
-
-class TeamOut(BaseModel):
-    name: str
-    quota: dict[str, int] = Field(description="canonical GPU type -> nominal GPUs")
-    members: list[str]
 
 
 def _out(team: TeamRecord) -> TeamOut:

@@ -92,10 +92,13 @@ class TeamStoreMixin:
                 if conn.execute(teams.update().where(teams.c.name == name)
                                 .values(quota=quota, updated_at=now)).rowcount == 0:
                     conn.execute(teams.insert().values(name=name, quota=quota, created_at=now, updated_at=now))
+                return self._written_team(conn, name)
         except sa.exc.IntegrityError:  # created meanwhile by another request: this quota replaces it
             with self._begin() as conn:
-                conn.execute(teams.update().where(teams.c.name == name).values(quota=quota, updated_at=now))
-        return self.team(name)
+                if conn.execute(teams.update().where(teams.c.name == name)
+                                .values(quota=quota, updated_at=now)).rowcount == 0:  # and deleted since
+                    conn.execute(teams.insert().values(name=name, quota=quota, created_at=now, updated_at=now))
+                return self._written_team(conn, name)
 
     def delete_team(self, name: str) -> None:
         """Remove the team; its members go back to the default pool."""
@@ -125,33 +128,44 @@ class TeamStoreMixin:
                 except sa.exc.IntegrityError:  # put in a team by another request meanwhile, or the team deleted
                     raise TeamConflictError(f"user {user} was just put in a team, or team {team} removed, by another "
                                             "request; see `frenzy team list` and try again") from None
-        return self.team(team)
+            return self._written_team(conn, team)
 
     def remove_team_member(self, team: str, user: str) -> TeamRecord:
         _, members = self._team_tables()
         with self._begin() as conn:
             gone = conn.execute(members.delete().where((members.c.team == team) & (members.c.user_name == user)))
+            record = self._written_team(conn, team)  # an unknown team says so
         if gone.rowcount == 0:
-            self.team(team)  # an unknown team says so
             raise NotAMemberError(f"user {user} is not in team {team}; `frenzy team list` shows the members")
-        return self.team(team)
+        return record
 
     def team(self, name: str) -> TeamRecord:
-        found = [t for t in self.list_teams() if t.name == name]
-        if not found:
-            with self.engine.connect() as conn:
-                raise UnknownTeamError(name, self._team_names(conn))
-        return found[0]
+        with self.engine.connect() as conn:
+            return self._written_team(conn, name)
 
     def list_teams(self) -> list[TeamRecord]:
-        teams, members = self._team_tables()
         with self.engine.connect() as conn:
-            rows = conn.execute(teams.select().order_by(teams.c.name)).mappings().all()
-            users: dict[str, list[str]] = {}
-            for r in conn.execute(sa.select(members.c.team, members.c.user_name).order_by(members.c.user_name)):
-                users.setdefault(r.team, []).append(r.user_name)
+            return self._read_teams(conn)
+
+    def _read_teams(self, conn, name: str | None = None) -> list[TeamRecord]:
+        """Every team (or the one named) as `conn` sees it: a write answers with what it wrote, not
+        with what a concurrent request (a delete) left after it committed."""
+        teams, members = self._team_tables()
+        chosen, people = teams.select().order_by(teams.c.name), sa.select(members.c.team, members.c.user_name)
+        if name is not None:
+            chosen, people = chosen.where(teams.c.name == name), people.where(members.c.team == name)
+        rows = conn.execute(chosen).mappings().all()
+        users: dict[str, list[str]] = {}
+        for r in conn.execute(people.order_by(members.c.user_name)):
+            users.setdefault(r.team, []).append(r.user_name)
         return [TeamRecord(name=r["name"], quota={g: int(n) for g, n in (r["quota"] or {}).items()},
                            members=tuple(users.get(r["name"], ()))) for r in rows]
+
+    def _written_team(self, conn, name: str) -> TeamRecord:
+        found = self._read_teams(conn, name)
+        if not found:
+            raise UnknownTeamError(name, self._team_names(conn))
+        return found[0]
 
     def _team_names(self, conn) -> list[str]:
         teams, _ = self._team_tables()

@@ -27,6 +27,8 @@ from frenzy.core.parsers_moe import parse_mixtral, parse_olmoe, parse_phimoe, pa
 from frenzy.core.parsers_recent_moe import parse_gpt_oss, parse_llama4, parse_llama4_text
 from frenzy.core.safe_read import read_regular
 
+MAX_PARAMS = 10**15  # five hundred times the largest trained LMs (~2 T parameters)
+
 PARSERS: dict[str, Callable[[Config, str], ModelArch]] = {
     "llama": parse_llama,
     "mistral": parse_llama,
@@ -83,11 +85,22 @@ def arch_from_config(cfg: Config, name: str, profiled: bool = False) -> ModelArc
         # No formula: the family is described by its real module tree and a traced profile.
         return generic_arch(cfg, name)
     try:
-        return PARSERS[model_type](cfg, name)
-    except (TypeError, ZeroDivisionError, ValueError) as exc:
+        return _within_size(PARSERS[model_type](cfg, name))
+    except (TypeError, ArithmeticError, ValueError) as exc:  # ArithmeticError: a zero or an infinite size
         if isinstance(exc, InvalidConfigError):
             raise
         raise InvalidConfigError(f"{name}: config.json is inconsistent ({exc}); check its sizes") from exc
+
+
+def _within_size(arch: ModelArch) -> ModelArch:
+    """The formulas' model, refused when its parameter count is no trained LM's: sizes the checks on
+    single fields leave open (expert ranks, dense layers, rotary fractions) still multiply out."""
+    params = arch.num_params
+    if not 0 < params <= MAX_PARAMS:
+        magnitude = f"about 10^{int(abs(params).bit_length() * 0.30103)}" if params else "0"
+        raise InvalidConfigError(f"{arch.name}: config.json describes {'-' if params < 0 else ''}{magnitude} "
+                                 f"parameters, not a model Frenzy plans (1 .. {MAX_PARAMS:.0e}); check its sizes")
+    return arch
 
 
 def config_family(cfg: Config) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from frenzy.core.hashing import fields_hash
@@ -49,6 +49,9 @@ class Linear:
     per_expert: bool = False  # an MoE expert projection: one copy per expert
 
     def __post_init__(self):
+        for n in (self.in_features, self.out_features):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise ValueError(f"linear {self.name}: features must be integers, got {n!r}; check the config's sizes")
         if self.in_features < 1 or self.out_features < 1:
             raise ValueError(f"linear {self.name}: features must be positive")
 
@@ -158,6 +161,7 @@ class ModelArch:
         return self._hash  # frenzy.core.hashing
 
     def __post_init__(self):
+        _check_field_types(self)
         object.__setattr__(self, "_hash", fields_hash(self))
         for field_name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim"):
             if getattr(self, field_name) < 1:
@@ -247,3 +251,20 @@ class ModelArch:
             f"{self.num_layers} layers, hidden {self.hidden_size}, {self.num_heads} heads / "
             f"{self.num_kv_heads} kv, vocab {self.vocab_size})"
         )
+
+
+def _check_field_types(arch: ModelArch) -> None:
+    """Every count is an int and every switch a bool (signs are the checks above: some corrections are
+    negative). Parsers copy some config values as they are (`cfg.get`), and a string or list there
+    would otherwise fail deep in a formula (a 500) or count as true."""
+    for f in fields(arch):
+        value = getattr(arch, f.name)
+        if f.type in ("int", "int | None"):
+            if value is None and f.type == "int | None":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{arch.name}: {f.name} must be an integer, got {value!r}; check the "
+                                 "config field it comes from")
+        elif f.type == "bool" and not isinstance(value, bool):
+            raise ValueError(f"{arch.name}: {f.name} must be true or false, got {value!r}; check the config field "
+                             "it comes from")

@@ -1,10 +1,14 @@
-"""Reading a local data file into rows (a list of dicts), with the `datasets` library, offline.
+"""Reading a local data file into rows (a list of dicts): JSON with Python's own parser, Parquet and
+CSV with the `datasets` library, offline.
 
 Only local files are read: the path must exist and be a regular file with a known suffix. Nothing is
 downloaded (HF_DATASETS_OFFLINE is set before `datasets` is imported) and the Arrow cache lives in a
 temporary folder removed after the read, so the user's ~/.cache is not filled with copies of the data.
 Each file is read once; the rows are returned as plain Python values so every later step is
-independent of Arrow.
+independent of Arrow. JSON is not given to Arrow: its parser recurses without a bound, so one line
+nested 200,000 deep overflows the stack and kills the process, where Python's parser raises an error
+that names the file; and Arrow refuses a column whose type changes between rows, where the per-row
+checks should name the row that differs.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from frenzy.core.safe_read import open_regular, read_descriptor
 from frenzy.data.errors import InvalidDataError
 from frenzy.data.spec import SUFFIXES
 
-_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+SHOWN_CHARS = 200  # how much of a reader's error message is repeated
+
+_BUILDERS = {".parquet": "parquet", ".csv": "csv"}  # JSON is read by _json_rows
 
 
 def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
@@ -28,7 +34,7 @@ def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
     max_bytes (None: no cap) is refused before anything is read."""
     file = Path(path).expanduser()
     suffix = file.suffix.lower()
-    if suffix not in _BUILDERS:
+    if suffix not in SUFFIXES:
         raise InvalidDataError(f"{path}: unsupported file type {suffix or '(none)'}; use one of {', '.join(SUFFIXES)}")
     if file.is_dir():
         raise InvalidDataError(f"{path} is a folder; pass one data file ({', '.join(SUFFIXES)})")
@@ -44,25 +50,38 @@ def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
     if max_bytes is not None and size > max_bytes:
         raise InvalidDataError(f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit on data files here; "
                                "pass a smaller file (or split it)")
-    try:
-        rows = _load(file, _BUILDERS[suffix])
-    except InvalidDataError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Arrow and datasets raise many types; all mean "unreadable"
-        if suffix not in (".jsonl", ".json"):
-            raise InvalidDataError(f"{path} could not be read as {suffix[1:]} ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0] if str(exc) else ''}); check the file") from exc
-        # Arrow refuses a column whose type changes between rows; the plain reader keeps each row as
-        # written so the per-row checks can name the row that differs.
+    if suffix not in _BUILDERS:
         rows = _json_rows(file, max_bytes)
+    else:
+        try:
+            rows = _load(file, _BUILDERS[suffix])
+        except Exception as exc:  # noqa: BLE001 - Arrow and datasets raise many types; all mean "unreadable"
+            cause = _root_cause(exc)
+            text = str(cause).splitlines()[0][:SHOWN_CHARS] if str(cause) else ""
+            raise InvalidDataError(f"{path} could not be read as {suffix[1:]} ({type(cause).__name__}: {text}); "
+                                   "check the file") from exc
     if not rows:
         raise InvalidDataError(f"{path} holds no records; it needs at least one")
     return rows
 
 
-def _load(file: Path, builder: str) -> list[dict]:
+def offline() -> None:
+    """Switch `datasets` and the Hub client to offline before they are imported (they read it then)."""
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error: `datasets` wraps the reader's own ("An error occurred while generating")."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def _load(file: Path, builder: str) -> list[dict]:
+    offline()
     import datasets
 
     # A malformed line is reported by our own reader; datasets' warnings and bars would only add noise
@@ -98,6 +117,8 @@ def _json_rows(file: Path, max_bytes: int | None) -> list[dict]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidDataError(f"{file}: not valid JSON at line {exc.lineno} ({exc.msg}); fix the file") from exc
+        except RecursionError:
+            raise _too_deep(file, "its array") from None
         rows = value
     else:
         rows = []
@@ -109,8 +130,15 @@ def _json_rows(file: Path, max_bytes: int | None) -> list[dict]:
             except json.JSONDecodeError as exc:
                 raise InvalidDataError(f"{file}: line {number} is not valid JSON ({exc.msg}); "
                                        "each line must hold one JSON object") from exc
+            except RecursionError:
+                raise _too_deep(file, f"line {number}") from None
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
             raise InvalidDataError(f"{file}: row {number} is {type(row).__name__}, not an object; "
                                    "each record must be a JSON object such as {\"text\": ...}")
     return rows
+
+
+def _too_deep(file: Path, where: str) -> InvalidDataError:
+    return InvalidDataError(f"{file}: {where} nests lists or objects deeper than a JSON parser follows; a record "
+                            "is an object of text fields (e.g. {\"text\": ...} or {\"messages\": [...]}): flatten it")

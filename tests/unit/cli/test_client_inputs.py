@@ -8,7 +8,7 @@ import json
 import os
 import threading
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -97,3 +97,47 @@ def test_a_server_that_is_not_frenzy_is_named_as_such(tmp_path, monkeypatch):
         httpd.server_close()
         thread.join(timeout=10)
     assert "other than JSON" in out["error"] and "Frenzy server" in out["error"], json.dumps(out)
+
+
+class _Garbage(BaseHTTPRequestHandler):
+    """Answers every request with the status and JSON body set on the server."""
+
+    def _answer(self):
+        status, body = self.server.answer
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+COMMANDS = [["jobs"], ["status", "j-1"], ["cluster"], ["logs", "j-1"], ["cancel", "j-1"], ["artifacts", "j-1"],
+            ["team", "list"], ["team", "set", "vision", "--quota", "A10G-24G=1"]]
+
+
+@pytest.mark.parametrize("status, body", [(200, b"[1, 2]"), (200, b'"x"'), (200, b"null"), (200, b"{}"),
+                                          (200, b'[{"id": 1}]'), (200, b'{"id": null, "state": 5}'),
+                                          (500, b"[1]"), (500, b'"boom"'), (404, b"null")])
+def test_json_of_another_shape_is_one_error_naming_the_server(monkeypatch, status, body):
+    # Before: "internal error: TypeError/KeyError/AttributeError ... report it" from inside the commands.
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+    httpd.answer = (status, body)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.delenv("FRENZY_TOKEN", raising=False)
+    monkeypatch.setenv("FRENZY_CREDENTIALS", "/nonexistent/credentials")
+    try:
+        for command in COMMANDS:
+            out = json_error(*command, "--url", f"http://127.0.0.1:{httpd.server_address[1]}")
+            assert "internal error" not in out["error"], (command, out)
+            if status == 200:
+                assert "is not a Frenzy" in out["error"] and "FRENZY_URL" in out["hint"], (command, out)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
