@@ -7,17 +7,13 @@ answered 500 (RecursionError), and the parquet file grew it by the 400 MiB of it
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from frenzy.core.units import MiB
-from tests.unit.control.test_hostile_server import REPO, _free_port, _peak_rss_bytes
+from tests.unit.control.test_hostile_server import _peak_rss_bytes, server_process
 
 SERVE = """
 import sys, uvicorn
@@ -72,34 +68,8 @@ def _files(root: Path) -> dict[str, tuple[str, list[str]]]:
 
 @pytest.fixture
 def server(tmp_path):
-    if not Path("/proc/self/status").exists():
-        pytest.skip("the server's peak memory is read from /proc (Linux)")
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(tmp_path), str(port)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-        client.pid, client.proc = proc.pid, proc
+    with server_process(SERVE, tmp_path, timeout_s=120) as client:
         yield client
-    finally:
-        client.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_bombs_and_malformed_data_are_422s_and_the_server_never_holds_the_rows(server, tmp_path):

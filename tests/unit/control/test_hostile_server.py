@@ -5,6 +5,7 @@ nothing is queued, and the server's peak RSS stays under 1 GiB."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pytest
@@ -41,15 +43,17 @@ def _peak_rss_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM in /proc/PID/status")
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextlib.contextmanager
+def server_process(script: str, root: Path, timeout_s: float = 10) -> Iterator[httpx.Client]:
+    """A client of `script` (argv: root, port) serving in a child process, so that the server's own
+    peak memory is what /proc reports for `client.pid`; stopped afterwards."""
     if not Path("/proc/self/status").exists():
         pytest.skip("the server's peak memory is read from /proc (Linux)")
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(tmp_path), str(port)], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", script, str(root), str(port)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=timeout_s)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -61,7 +65,7 @@ def server(tmp_path):
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
-        client.pid, client.root = proc.pid, tmp_path
+        client.pid, client.proc, client.root = proc.pid, proc, root
         yield client
     finally:
         client.close()
@@ -71,6 +75,12 @@ def server(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with server_process(SERVE, tmp_path) as client:
+        yield client
 
 
 def _timed(call, *args, **kwargs) -> httpx.Response:
