@@ -29,9 +29,9 @@ from frenzy.control.request import JobRequest
 from frenzy.control.states import AttemptOutcome, JobState
 from frenzy.control.teams import teams_for_jobs
 from frenzy.core.errors import FrenzyError
-from frenzy.core.one_at_a_time import ProfilerBusy
 from frenzy.core.hf_cache import local_model_folder
 from frenzy.core.job import JobSpec
+from frenzy.core.one_at_a_time import ProfilerBusy
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.quotas import QuotaScheduler

@@ -36,8 +36,10 @@ make it time-aware:
     (frenzy.sched.elastic); a running job on a plan far slower than its best re-queues for the
     faster plans and moves when one fits (frenzy.sched.elastic.slow_runners).
 A job whose plans are ranked by cost (QueuedJob.objective "cost") takes the cheapest of them it can
-get: it starts now on a dearer plan only if no cheaper one is predicted to free, and it has no joint
-assignment, growth or re-queue, which all spend GPU-hours to gain time.
+get: it starts now on a dearer plan only if no cheaper one is predicted to free, a placement split
+over more nodes than its plan needs is priced at its split step time (and its unsplit room awaited
+when predicted), and it has no joint assignment, growth, re-queue, preemption or shrinking, either
+way, which all spend GPU-hours (restarts) to gain time.
 Without expected ends for running jobs (a live cluster that does not report them) it is plain HAS.
 Cost per job: O(plans x nodes of the plan's type) plus, for patience, O(plans x running jobs of the
 plan's type) to walk the availability profile; per call, resizing adds O(plans) for each running
