@@ -37,6 +37,10 @@ def refuse(_):
     raise InvalidDataError("row 3: 'text' must be a string")
 
 
+def stumble(_):
+    return {}["text"]  # a reader's own bug: a KeyError, which the API would otherwise answer with a 500
+
+
 def sleep(seconds):
     time.sleep(seconds)
 
@@ -65,6 +69,11 @@ def test_the_answer_comes_from_another_process_with_the_callers_environment(monk
 def test_a_domain_error_comes_back_as_raised():
     with pytest.raises(InvalidDataError, match=r"row 3: 'text' must be a string"):
         run_limited(refuse, None, limits=LIMITS)
+
+
+def test_a_readers_own_bug_is_an_error_about_the_data_that_quotes_it():
+    with pytest.raises(InvalidDataError, match=r"reader of this data failed \(KeyError: 'text'\)"):
+        run_limited(stumble, None, limits=LIMITS)
 
 
 def test_a_crash_of_the_reader_is_an_error_naming_the_signal_and_the_caller_lives_on():
