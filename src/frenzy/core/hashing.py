@@ -8,8 +8,18 @@ records that are keys store their hash when they are made."""
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
+from typing import Callable
+
+_COMPARED: dict[type, Callable] = {}  # per class: a getter of its compared fields, as a tuple
 
 
 def fields_hash(record) -> int:
-    """The hash of the fields that take part in comparisons: equal records hash equal."""
-    return hash(tuple(getattr(record, f.name) for f in fields(record) if f.compare))
+    """The hash of the fields that take part in comparisons: equal records hash equal. The field
+    list is read once per class (a simulation makes a job spec per job and per re-queue)."""
+    compared = _COMPARED.get(type(record))
+    if compared is None:
+        names = [f.name for f in fields(record) if f.compare]
+        get = attrgetter(*names)
+        compared = _COMPARED[type(record)] = get if len(names) > 1 else lambda r: (get(r),)
+    return hash(compared(record))

@@ -85,14 +85,13 @@ def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[Queued
     restart). `options_of(job)` lists the job's usable plans as (plan, GPUs, seconds per step); the
     current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[Resizable]] = {}
-    for run, step, fastest in run_facts(state.running, seconds_of):  # those with a job, an end and a step
-        if now - run.start_time_s < min_run_s or run.job_id in exclude or not run.job.buys_time:
+    for run, step, fastest, options, gpu, buys_time in run_facts(state.running, seconds_of, options_of):
+        if not buys_time or now - run.start_time_s < min_run_s or run.job_id in exclude:
             continue  # a job ranked by cost is neither shrunk (its restart is its cost) nor grown
         left_s = max(0.0, run.expected_end_s - now)
-        if run.choice.gpu.name not in shrink_types and left_s * (1 - fastest / step) < min_saving_s:
-            continue  # checked before the job's options are listed: most running jobs stop here
-        by_type.setdefault(run.choice.gpu.name, []).append(Resizable(
-            run, left_s / step, step, run.choice.num_gpus, options_of(run.job), fastest))
+        if gpu not in shrink_types and left_s * (1 - fastest / step) < min_saving_s:
+            continue  # most running jobs stop here
+        by_type.setdefault(gpu, []).append(Resizable(run, left_s / step, step, run.choice.num_gpus, options, fastest))
     return by_type
 
 
@@ -104,13 +103,13 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
     job re-queued for its remaining steps with its original submit time, the running job, those
     faster plans in the order `options_of` lists them)."""
     out = {}
-    for run, step_s, fastest in run_facts(state.running, seconds_of):  # those with a job, an end and a step
+    for run, step_s, fastest, options, _, buys_time in run_facts(state.running, seconds_of, options_of):
         if fastest * REQUEUE_MIN_SPEEDUP > step_s or now - run.start_time_s < min_run_s \
-                or not run.job.buys_time:  # a faster plan costs a cost job more
+                or not buys_time:  # a faster plan costs a cost job more
             continue  # cheap test first: no plan at all is fast enough
         steps_left = (run.expected_end_s - now) / step_s
-        faster = [plan for plan, _, s in options_of(run.job)
-                  if s * REQUEUE_MIN_SPEEDUP <= step_s and steps_left * (step_s - s) >= min_gain_s]
+        faster = [plan for plan, _, s in _options_below(options, step_s, REQUEUE_MIN_SPEEDUP)
+                  if steps_left * (step_s - s) >= min_gain_s]
         if faster:
             job = replace(run.job, spec=replace(run.job.spec, steps=max(1, round(steps_left))))
             out[run.job_id] = (job, run, faster)
@@ -156,12 +155,15 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
             missing = need - pool.totals.get(gpu, 0)
             if missing <= 0 or not resizable.get(gpu):
                 continue
-            gain = finish_if_waiting - (now + run_s(job, choice))
-            if gain <= restart_s:
-                continue
             if gpu not in offers:
                 offers[gpu] = _shrink_offers(resizable[gpu], restart_s)
-            moved = _shrink_victims(pool, offers[gpu], missing, gain)
+            on_offer = offers[gpu]
+            if missing > on_offer.most_freed:
+                continue  # shrinking every candidate as far as it may go would not free enough
+            gain = finish_if_waiting - (now + run_s(job, choice))
+            if gain <= restart_s or not on_offer.may_free(missing, gain):
+                continue
+            moved = _shrink_victims(pool, on_offer, missing, gain)
             allocation = pool.find(gpu, need, choice.plan.tp) if moved else None
             if allocation is None:
                 _undo(pool, moved)
@@ -177,7 +179,27 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
     return decisions
 
 
-def _shrink_offers(candidates: list[Resizable], restart_s: float) -> list:
+class _Offers(list):
+    """The shrinks on offer for one GPU type, cheapest slowdown per freed GPU first: (loss per GPU,
+    loss, GPUs freed, key, job, plan); with what bounds any set of them, so that a waiting job they
+    cannot serve is turned away without trying."""
+
+    def __init__(self, offers: list):
+        super().__init__(offers)
+        most: dict[int, int] = {}
+        for _, _, freed, key, _, _ in offers:
+            most[key] = max(most.get(key, 0), freed)
+        self.most_freed = sum(most.values())  # one offer per job: each its deepest shrink
+        self.least_loss_per_gpu = offers[0][0] if offers else float("inf")
+
+    def may_free(self, missing: int, gain: float) -> bool:
+        """False where no offers freeing `missing` GPUs can lose less than `gain` in all: every
+        offer loses at least the cheapest loss per GPU for each GPU it frees (the margin covers
+        the rounding of the sums)."""
+        return self.least_loss_per_gpu * missing < gain * (1 + 1e-9)
+
+
+def _shrink_offers(candidates: list[Resizable], restart_s: float) -> _Offers:
     """Every smaller plan of the same type each candidate could move to, cheapest slowdown per
     freed GPU first: (loss per GPU, loss, GPUs freed, key, job, plan)."""
     offers = []
@@ -189,7 +211,7 @@ def _shrink_offers(candidates: list[Resizable], restart_s: float) -> list:
                 loss = restart_s + job.slowdown_s(step_s)
                 offers.append((loss / freed, loss, freed, id(job), job, plan))
     offers.sort(key=lambda o: o[:4])
-    return offers
+    return _Offers(offers)
 
 
 def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
@@ -211,20 +233,44 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     return []
 
 
-_FASTER: dict[tuple, tuple] = {}
+_BELOW: dict[tuple, tuple] = {}
 
 
-def _faster_options(options: list, step_s: float) -> list:
+def _options_below(options: list, step_s: float, speedup: float | None = None) -> list:
     """The options faster per step than `step_s` (a plan no faster saves nothing to pay a restart
-    with), in their order; kept per (options list, step), since a running job is offered growth on
-    most calls while its options and step stay the same. The entry keeps the list referenced, so
-    its id cannot be reused."""
-    key = (id(options), step_s)
-    entry = _FASTER.get(key)
+    with), or with `speedup` at least that many times faster, in their order; kept per (options
+    list, step, speedup), since a running job is offered growth and re-queue on most calls while its
+    options and step stay the same. The entry keeps the list referenced, so its id cannot be reused."""
+    key = (id(options), step_s, speedup)
+    entry = _BELOW.get(key)
     if entry is None or entry[0] is not options:
-        if len(_FASTER) > 20_000:
-            _FASTER.clear()
-        entry = _FASTER[key] = (options, [o for o in options if o[2] < step_s])
+        if len(_BELOW) > 20_000:
+            _BELOW.clear()
+        below = [o for o in options if o[2] < step_s] if speedup is None else \
+            [o for o in options if o[2] * speedup <= step_s]
+        entry = _BELOW[key] = (options, below)
+    return entry[1]
+
+
+_GROWTH: dict[tuple, tuple] = {}
+
+
+def _growth_moves(job: Resizable) -> list:
+    """The moves growth may offer `job`: (plan, its GPU type, GPUs, GPUs beyond those the job holds
+    on that type (> 0), s/step) for each option faster per step than the job's plan; kept per
+    (options list, step, type, GPUs) like `_options_below`."""
+    here = job.run.choice.gpu.name
+    key = (id(job.options), job.step_s, here, job.gpus)
+    entry = _GROWTH.get(key)
+    if entry is None or entry[0] is not job.options:
+        if len(_GROWTH) > 20_000:
+            _GROWTH.clear()
+        moves = []
+        for plan, gpus, step_s in _options_below(job.options, job.step_s):
+            extra = gpus - (job.gpus if plan.gpu.name == here else 0)
+            if extra > 0:
+                moves.append((plan, plan.gpu.name, gpus, extra, step_s))
+        entry = _GROWTH[key] = (job.options, moves)
     return entry[1]
 
 
@@ -248,15 +294,11 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted
         for job in jobs:
             if -job.slowdown_s(job.fastest_s) - restart_s < min_gain:
                 continue  # no plan can save enough of what is left
-            here = job.run.choice.gpu.name
-            for plan, gpus, step_s in _faster_options(job.options, job.step_s):
-                gpu = plan.gpu.name
-                if gpu not in idle:
-                    continue
-                extra = gpus - (job.gpus if gpu == here else 0)
-                gain = -job.slowdown_s(step_s) - restart_s
-                if 0 < extra <= idle[gpu] and gain >= min_gain:
-                    options.append((-gain / gpus, job.run.job_id, job, plan))
+            for plan, gpu, gpus, extra, step_s in _growth_moves(job):
+                if extra <= idle.get(gpu, 0):
+                    gain = -job.slowdown_s(step_s) - restart_s
+                    if gain >= min_gain:
+                        options.append((-gain / gpus, job.run.job_id, job, plan))
     options.sort(key=lambda o: o[:2])
     decisions: list[Decision] = []
     moved: set[str] = set()

@@ -71,6 +71,11 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
+    # Per (type, GPUs, group, nodes): the most victims (longest remaining first) known to free no room
+    # since the last preemption. Victims are a prefix of that order for a threshold, so a threshold
+    # leaving no more of them cannot succeed either: waiting jobs of one shape, and a job's plans of one
+    # size, are judged once per call instead of once each.
+    failed: dict[tuple, int] = {}
     for job, plans in waiting:
         if placed >= MAX_PREEMPTING_JOBS:
             break
@@ -83,21 +88,17 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             if by_type is None:
                 by_type = _candidates(state, now, min_run_s)
             gpu, need = choice.gpu.name, choice.num_gpus
-            victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
-            if not victims or pool.capacity.get(gpu, 0) < need:
+            if pool.capacity.get(gpu, 0) < need:
                 continue
             # the most nodes the placement may span: as few as the plan needs, or (split-blind) any
             nodes = pool.fewest_nodes(gpu, need) if unsplit else len(pool.free[gpu])
-            free = dict(pool.free[gpu])
-            chosen = []
-            for victim in victims:
-                for name, gpus in victim.allocation:
-                    free[name] += gpus
-                chosen.append(victim)
-                allocation = best_fit(free, need, choice.plan.tp)
-                if allocation is not None and len(allocation) <= nodes:
-                    break
-            else:
+            key = (gpu, need, choice.plan.tp, nodes)
+            victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
+            if not victims or len(victims) <= failed.get(key, 0):
+                continue
+            allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims)
+            if allocation is None:
+                failed[key] = len(victims)
                 continue  # evicting every candidate would not free room for the plan (on few enough nodes)
             used = {name for name, _ in allocation}  # a victim on none of these nodes freed nothing it uses
             chosen = [victim for victim in chosen if any(name in used for name, _ in victim.allocation)]
@@ -107,6 +108,24 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
                 decisions.append(Preempt(job_id=victim.job_id, reason=f"frenzy: {job.job_id} is far shorter"))
             pool.take(gpu, allocation)
             decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
+            failed.clear()
             placed += 1
             break
     return decisions
+
+
+def _room(pool: FreePool, gpu: str, need: int, group: int, nodes: int, victims: list[RunningJob]):
+    """(allocation, the victims evicted for it): victims taken in order until `need` GPUs in groups
+    of `group` fit on at most `nodes` nodes; (None, []) if evicting all of them would not make room."""
+    free = dict(pool.free[gpu])
+    room = pool.totals.get(gpu, 0)  # best fit cannot succeed before this many GPUs are free
+    for count, victim in enumerate(victims, 1):
+        for name, gpus in victim.allocation:
+            free[name] += gpus
+            room += gpus
+        if room < need:
+            continue
+        allocation = best_fit(free, need, group)
+        if allocation is not None and len(allocation) <= nodes:
+            return allocation, victims[:count]
+    return None, []

@@ -48,10 +48,15 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
     and removing those that stopped, the same lists a rebuild sorts; None where most jobs changed
     (a rebuild is then as cheap). Only the changed types' lists are new: the others are shared
     with `last`, and no list is changed once built."""
-    running = state.running
-    now_by_id, was_by_id = dict(zip(map(id, running), running)), dict(zip(map(id, last_running), last_running))
-    added = [now_by_id[key] for key in now_by_id.keys() - was_by_id.keys()]
-    removed = [was_by_id[key] for key in was_by_id.keys() - now_by_id.keys()]
+    running, changes = state.running, state.changes
+    if changes is not None and changes.previous is last_running:  # the caller says what changed
+        started, stopped = {id(job) for job in changes.started}, {id(job) for job in changes.stopped}
+        added = [job for job in changes.started if id(job) not in stopped]
+        removed = [job for job in changes.stopped if id(job) not in started]
+    else:
+        now_by_id, was_by_id = dict(zip(map(id, running), running)), dict(zip(map(id, last_running), last_running))
+        added = [now_by_id[key] for key in now_by_id.keys() - was_by_id.keys()]
+        removed = [was_by_id[key] for key in was_by_id.keys() - now_by_id.keys()]
     added = [job for job in added if job.expected_end_s is not None]  # the order of insertion is immaterial
     removed = [job for job in removed if job.expected_end_s is not None]
     if 2 * (len(added) + len(removed)) > len(running):

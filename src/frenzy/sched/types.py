@@ -42,9 +42,20 @@ class RunningJob:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunningChanges:
+    """How `running` came from an earlier state's: the jobs started and stopped since (by object;
+    one both started and stopped since is in both). A caller that read `previous` updates what it
+    read with these instead of comparing the two tuples job by job."""
+    previous: tuple[RunningJob, ...]
+    started: tuple[RunningJob, ...]
+    stopped: tuple[RunningJob, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterState:
     nodes: tuple[NodeState, ...]
     running: tuple[RunningJob, ...] = ()
+    changes: RunningChanges | None = field(default=None, compare=False, repr=False)  # None: not known
 
     def free_by_type(self) -> dict[str, int]:
         free: dict[str, int] = {}

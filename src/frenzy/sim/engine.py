@@ -38,7 +38,7 @@ from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
-from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningJob
+from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningChanges, RunningJob
 from frenzy.sim import admission, truth
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.jobs import Run, SimJob, after_oom
@@ -125,6 +125,9 @@ class Simulator:
         self.busy_gpus = 0
         self.busy_by_type = dict.fromkeys(self.capacity, 0)
         self._state: ClusterState | None = None
+        self._built: ClusterState | None = None  # the last state built (kept while _state is reset)
+        self._started: list[RunningJob] = []  # since the last state built: what it tells the policy
+        self._stopped: list[RunningJob] = []
         self.result = SimResult(policy=policy.name, cluster=cluster.name, total_gpus=cluster.total_gpus,
                                 capacity=self.capacity)
 
@@ -253,7 +256,12 @@ class Simulator:
     def _schedule(self, now: float) -> tuple[int, bool]:
         """One policy call applied: (jobs placed, whether any job was preempted)."""
         if self._state is None:  # rebuilt only after a placement or a release changed it
-            self._state = ClusterState(nodes=tuple(self.nodes), running=tuple(self.running.values()))
+            changes = None if self._built is None else \
+                RunningChanges(previous=self._built.running, started=tuple(self._started), stopped=tuple(self._stopped))
+            self._state = self._built = ClusterState(nodes=tuple(self.nodes), running=tuple(self.running.values()),
+                                                     changes=changes)
+            self._started.clear()
+            self._stopped.clear()
         state = self._state
         queue = [j.queued for j in self.queue.values()]
         t0 = time.perf_counter()
@@ -311,8 +319,9 @@ class Simulator:
         job.first_start_s = now if job.first_start_s is None else job.first_start_s
         job.started_before = True
         del self.queue[job.index]
-        self.running[job.index] = RunningJob(job_id=d.job_id, choice=d.choice, allocation=d.allocation,
-                                             start_time_s=now, expected_end_s=finish, job=job.queued)
+        self.running[job.index] = run = RunningJob(job_id=d.job_id, choice=d.choice, allocation=d.allocation,
+                                                   start_time_s=now, expected_end_s=finish, job=job.queued)
+        self._started.append(run)
         self._push(end, END, job.index, job.epoch)
 
     def _stop(self, job: SimJob, now: float, useful_s: float, how: str) -> Run:
@@ -322,7 +331,7 @@ class Simulator:
             self._set_free(name, gpus)
         job.run = None
         job.epoch += 1
-        del self.running[job.index]
+        self._stopped.append(self.running.pop(job.index))
         return run
 
     def _preempt(self, job: SimJob, now: float) -> None:

@@ -3,16 +3,19 @@ must equal what a reading from scratch gives, whatever sequence of states the ca
 
 import random
 
+import pytest
+
 from frenzy.core import catalog
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, QueuedJob, RunningJob
+from frenzy.sched.types import RunningChanges
 from frenzy.sched.pool import FreePool
 from frenzy.sched.profile import Releases, releases_of
 from frenzy.sched.runfacts import run_facts
-from frenzy.sched.shapes import step_seconds
+from frenzy.sched.shapes import plan_options, step_seconds
 
 TYPES = ("T4-16G", "A100-SXM-40G")
 
@@ -44,21 +47,30 @@ def _as_lists(releases: Releases) -> tuple:
     return releases.ends, releases.gpus, releases.allocations, list(releases.ends)
 
 
-def test_release_schedule_kept_across_calls_equals_one_built_from_scratch():
+@pytest.mark.parametrize("told", [False, True], ids=["compared", "told-what-changed"])
+def test_release_schedule_kept_across_calls_equals_one_built_from_scratch(told):
     rng = random.Random(7)
     job = _job("q")
     nodes = tuple(NodeState(name=f"n{i}", gpu_type=TYPES[i % 2], total_gpus=8, free_gpus=8) for i in range(4))
     running: list[RunningJob] = []
+    previous: tuple = ()
     for step in range(300):
+        started, stopped = [], []
         if running and rng.random() < 0.45:
-            running.pop(rng.randrange(len(running)))
+            stopped.append(running.pop(rng.randrange(len(running))))
         for _ in range(rng.choice((1, 1, 2, 6))):
             choice = rng.choice(job.plans)
             node = next(n.name for n in nodes if n.gpu_type == choice.gpu.name)
             end = rng.choice((None, 100.0, 200.0, float(rng.randrange(1000))))  # ties on purpose
             running.append(RunningJob(job_id=f"r{step}", choice=choice, allocation=((node, choice.num_gpus),),
                                       start_time_s=0.0, expected_end_s=end, job=job))
-        state = ClusterState(nodes=nodes, running=tuple(running))
+            started.append(running[-1])
+        if rng.random() < 0.2:  # one that started and stopped again between two calls
+            started.append(running.pop())
+            stopped.append(started[-1])
+        changes = RunningChanges(previous=previous, started=tuple(started), stopped=tuple(stopped)) if told else None
+        state = ClusterState(nodes=nodes, running=tuple(running), changes=changes)
+        previous = state.running
         kept = releases_of(state)
         assert _as_lists(kept) == _as_lists(Releases(state))
         assert all(ends == sorted(ends) for ends in kept.ends.values())
@@ -74,12 +86,12 @@ def test_run_facts_are_each_running_jobs_step_times():
                        expected_end_s=None, job=job),  # no expected end: nothing to read
             RunningJob(job_id="c", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
                        expected_end_s=80.0, job=None)]  # no queued job: nothing to read
-    facts = run_facts(tuple(runs), step_seconds)
+    facts = run_facts(tuple(runs), step_seconds, plan_options)
     fastest = min(seconds[id(c)] for c in job.plans)
     assert [(f[0].job_id, f[1], f[2]) for f in facts] == [("a", seconds[id(a)], fastest)]
     runs[1] = RunningJob(job_id="b", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
                          expected_end_s=90.0, job=job)  # restarted with an expected end
-    facts = run_facts(tuple(runs), step_seconds)
+    facts = run_facts(tuple(runs), step_seconds, plan_options)
     assert [(f[0].job_id, f[1]) for f in facts] == [("a", seconds[id(a)]), ("b", seconds[id(b)])]
 
 
