@@ -111,3 +111,17 @@ def test_a_wrong_format_or_job_range_says_what_to_change(tmp_path):
             load_trace(trace, **bad)
     kept = load_trace(trace, "elasticflow", max_jobs=1, skip_jobs=1)
     assert [(j.job_id, j.submit_time_s) for j in kept] == [("b", 0.0)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1, 2**32, 2**40])
+def test_a_jobs_random_draws_are_those_of_numpy_seeded_with_the_seed_and_its_ids_checksum(seed):
+    import zlib
+
+    import numpy as np
+
+    from frenzy.sim.workload import job_rng
+    for job_id in ("0", "job-17", "a" * 300):
+        expected = np.random.default_rng([seed, zlib.crc32(job_id.encode())])
+        drawn = job_rng(seed, job_id)
+        assert drawn.normal(0, 0.75) == expected.normal(0, 0.75)
+        assert drawn.integers(1 << 30, size=8).tolist() == expected.integers(1 << 30, size=8).tolist()
