@@ -28,7 +28,7 @@ its time restarting than running.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -111,8 +111,7 @@ def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJo
         faster = [plan for plan, _, s in _options_below(options, step_s, REQUEUE_MIN_SPEEDUP)
                   if steps_left * (step_s - s) >= min_gain_s]
         if faster:
-            job = replace(run.job, spec=replace(run.job.spec, steps=max(1, round(steps_left))))
-            out[run.job_id] = (job, run, faster)
+            out[run.job_id] = (run.job.with_steps(max(1, round(steps_left))), run, faster)
     return out
 
 
@@ -155,14 +154,14 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
             missing = need - pool.totals.get(gpu, 0)
             if missing <= 0 or not resizable.get(gpu):
                 continue
+            gain = finish_if_waiting - (now + run_s(job, choice))
+            if gain <= restart_s:
+                continue
             if gpu not in offers:
                 offers[gpu] = _shrink_offers(resizable[gpu], restart_s)
             on_offer = offers[gpu]
-            if missing > on_offer.most_freed:
-                continue  # shrinking every candidate as far as it may go would not free enough
-            gain = finish_if_waiting - (now + run_s(job, choice))
-            if gain <= restart_s or not on_offer.may_free(missing, gain):
-                continue
+            if missing > on_offer.most_freed or not on_offer.may_free(missing, gain):
+                continue  # no shrinks on offer free enough, or none lose less than the gain
             moved = _shrink_victims(pool, on_offer, missing, gain)
             allocation = pool.find(gpu, need, choice.plan.tp) if moved else None
             if allocation is None:

@@ -34,6 +34,7 @@ The victim keeps its progress (checkpoint on stop) and queues again.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -45,7 +46,9 @@ PREEMPT_FACTOR = 3.0
 MAX_PREEMPTING_JOBS = 16  # per scheduling call: bounds the work and the churn of one decision
 
 
-def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, list[RunningJob]]:
+def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, tuple[list[RunningJob], list[float]]]:
+    """Per GPU type, the running jobs that may be victims, longest remaining first, and their
+    negated expected ends (ascending, for bisection)."""
     by_type: dict[str, list[RunningJob]] = {}
     for job in state.running:
         if job.expected_end_s is not None and now - job.start_time_s >= min_run_s and \
@@ -53,7 +56,7 @@ def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, 
             by_type.setdefault(job.choice.gpu.name, []).append(job)
     for jobs in by_type.values():
         jobs.sort(key=lambda j: -j.expected_end_s)  # longest remaining first
-    return by_type
+    return {gpu: (jobs, [-j.expected_end_s for j in jobs]) for gpu, jobs in by_type.items()}
 
 
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
@@ -93,8 +96,13 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             # the most nodes the placement may span: as few as the plan needs, or (split-blind) any
             nodes = pool.fewest_nodes(gpu, need) if unsplit else len(pool.free[gpu])
             key = (gpu, need, choice.plan.tp, nodes)
-            victims = [r for r in by_type.get(gpu, ()) if r.job_id not in taken and r.expected_end_s > threshold]
-            if not victims or len(victims) <= failed.get(key, 0):
+            candidates, minus_ends = by_type.get(gpu, ((), ()))
+            # those ending after the threshold: a prefix, longest remaining first
+            ending_later = bisect_left(minus_ends, -threshold)
+            if ending_later <= failed.get(key, 0):
+                continue  # no more victims than a try that failed (or none at all)
+            victims = [r for r in candidates[:ending_later] if r.job_id not in taken]
+            if len(victims) <= failed.get(key, 0):
                 continue
             allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims)
             if allocation is None:
