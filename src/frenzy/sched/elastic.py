@@ -203,14 +203,20 @@ def _shrink_offers(candidates: list[Resizable], restart_s: float) -> _Offers:
     freed GPU first: (loss per GPU, loss, GPUs freed, key, job, plan)."""
     offers = []
     for job in candidates:
-        here = job.run.choice.gpu.name
-        for plan, gpus, step_s in job.options:
-            freed = job.gpus - gpus
-            if freed > 0 and plan.gpu.name == here and step_s <= MAX_SHRINK_SLOWDOWN * job.step_s:
-                loss = restart_s + job.slowdown_s(step_s)
-                offers.append((loss / freed, loss, freed, id(job), job, plan))
+        for plan, freed, step_s in _shrink_moves(job):
+            loss = restart_s + job.slowdown_s(step_s)
+            offers.append((loss / freed, loss, freed, id(job), job, plan))
     offers.sort(key=lambda o: o[:4])
     return _Offers(offers)
+
+
+def _shrink_moves(job: Resizable) -> list:
+    """(plan, GPUs freed, s/step) of each smaller plan of the job's type at most MAX_SHRINK_SLOWDOWN
+    x slower per step, in the options' order."""
+    here = job.run.choice.gpu.name
+    return _per_options(job.options, ("shrink", job.step_s, here, job.gpus), lambda: [
+        (plan, job.gpus - gpus, step_s) for plan, gpus, step_s in job.options
+        if job.gpus - gpus > 0 and plan.gpu.name == here and step_s <= MAX_SHRINK_SLOWDOWN * job.step_s])
 
 
 def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
@@ -232,45 +238,40 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     return []
 
 
-_BELOW: dict[tuple, tuple] = {}
+_BY_OPTIONS: dict[tuple, tuple] = {}
+
+
+def _per_options(options: list, key: tuple, compute: Callable[[], list]) -> list:
+    """compute(), kept per (options list, key): a running job is offered growth, shrinking and
+    re-queue on most calls while its options and step stay the same. The entry keeps the list
+    referenced, so its id cannot be reused."""
+    entry = _BY_OPTIONS.get((id(options), *key))
+    if entry is None or entry[0] is not options:
+        if len(_BY_OPTIONS) > 50_000:
+            _BY_OPTIONS.clear()
+        entry = _BY_OPTIONS[(id(options), *key)] = (options, compute())
+    return entry[1]
 
 
 def _options_below(options: list, step_s: float, speedup: float | None = None) -> list:
     """The options faster per step than `step_s` (a plan no faster saves nothing to pay a restart
-    with), or with `speedup` at least that many times faster, in their order; kept per (options
-    list, step, speedup), since a running job is offered growth and re-queue on most calls while its
-    options and step stay the same. The entry keeps the list referenced, so its id cannot be reused."""
-    key = (id(options), step_s, speedup)
-    entry = _BELOW.get(key)
-    if entry is None or entry[0] is not options:
-        if len(_BELOW) > 20_000:
-            _BELOW.clear()
-        below = [o for o in options if o[2] < step_s] if speedup is None else \
-            [o for o in options if o[2] * speedup <= step_s]
-        entry = _BELOW[key] = (options, below)
-    return entry[1]
-
-
-_GROWTH: dict[tuple, tuple] = {}
+    with), or with `speedup` at least that many times faster, in their order."""
+    if speedup is None:
+        return _per_options(options, ("below", step_s), lambda: [o for o in options if o[2] < step_s])
+    return _per_options(options, ("below", step_s, speedup),
+                        lambda: [o for o in options if o[2] * speedup <= step_s])
 
 
 def _growth_moves(job: Resizable) -> list:
     """The moves growth may offer `job`: (plan, its GPU type, GPUs, GPUs beyond those the job holds
-    on that type (> 0), s/step) for each option faster per step than the job's plan; kept per
-    (options list, step, type, GPUs) like `_options_below`."""
+    on that type (> 0), s/step) for each option faster per step than the job's plan."""
     here = job.run.choice.gpu.name
-    key = (id(job.options), job.step_s, here, job.gpus)
-    entry = _GROWTH.get(key)
-    if entry is None or entry[0] is not job.options:
-        if len(_GROWTH) > 20_000:
-            _GROWTH.clear()
-        moves = []
-        for plan, gpus, step_s in _options_below(job.options, job.step_s):
-            extra = gpus - (job.gpus if plan.gpu.name == here else 0)
-            if extra > 0:
-                moves.append((plan, plan.gpu.name, gpus, extra, step_s))
-        entry = _GROWTH[key] = (job.options, moves)
-    return entry[1]
+
+    def moves() -> list:
+        extras = ((plan, gpus, gpus - (job.gpus if plan.gpu.name == here else 0), step_s)
+                  for plan, gpus, step_s in _options_below(job.options, job.step_s))
+        return [(plan, plan.gpu.name, gpus, extra, step_s) for plan, gpus, extra, step_s in extras if extra > 0]
+    return _per_options(job.options, ("grow", job.step_s, here, job.gpus), moves)
 
 
 def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
