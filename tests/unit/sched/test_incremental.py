@@ -11,11 +11,11 @@ from frenzy.core.job import JobSpec
 from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, QueuedJob, RunningJob
-from frenzy.sched.types import RunningChanges
 from frenzy.sched.pool import FreePool
 from frenzy.sched.profile import Releases, releases_of
 from frenzy.sched.runfacts import run_facts
 from frenzy.sched.shapes import plan_options, step_seconds
+from frenzy.sched.types import RunningChanges
 
 TYPES = ("T4-16G", "A100-SXM-40G")
 
