@@ -40,6 +40,13 @@ class JobSpec:
                 f"{self.model.max_position_embeddings} or a longer-context model"
             )
 
+    def with_steps(self, steps: int) -> JobSpec:
+        """This job with another step count; built directly rather than with dataclasses.replace,
+        which costs twice as much where the scheduler re-queues running jobs on most calls. Keep it
+        in step with the fields (tests/unit/sched/test_incremental.py checks)."""
+        return JobSpec(model=self.model, training=self.training, seq_len=self.seq_len,
+                       global_batch=self.global_batch, steps=steps)
+
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len

@@ -245,11 +245,12 @@ def _per_options(options: list, key: tuple, compute: Callable[[], list]) -> list
     """compute(), kept per (options list, key): a running job is offered growth, shrinking and
     re-queue on most calls while its options and step stay the same. The entry keeps the list
     referenced, so its id cannot be reused."""
-    entry = _BY_OPTIONS.get((id(options), *key))
+    cache_key = (id(options), *key)
+    entry = _BY_OPTIONS.get(cache_key)
     if entry is None or entry[0] is not options:
         if len(_BY_OPTIONS) > 50_000:
             _BY_OPTIONS.clear()
-        entry = _BY_OPTIONS[(id(options), *key)] = (options, compute())
+        entry = _BY_OPTIONS[cache_key] = (options, compute())
     return entry[1]
 
 

@@ -59,8 +59,8 @@ def _pow2_floor(n: int) -> int:
 
 def job_rng(seed: int, job_id: str) -> np.random.Generator:
     words = [seed, zlib.crc32(job_id.encode())]
-    # Both fit 32 bits for any seed a user gives in practice: as an array of 32-bit words they seed
-    # the stream the list seeds, without numpy's per-element conversion (a third of loading a trace).
+    # Where both fit 32 bits (a seed below 2**32), an array of 32-bit words seeds the stream the list
+    # seeds, without numpy's per-element conversion of a list (a third of loading a trace).
     return np.random.default_rng(np.array(words, dtype=np.uint32) if 0 <= seed < 2**32 else words)
 
 

@@ -110,10 +110,13 @@ def test_a_job_queued_again_with_its_steps_left_is_the_job_as_replace_makes_it()
     # every field away from its default, so a field with_steps forgot to copy would show
     job = replace(job, requested_gpus=4, requested_gpu_type="T4-16G", attempts=2, priority=3,
                   excluded_gpu_types=("A100-SXM-40G",), objective="cost", metadata={"user": "u"})
-    for f in fields(QueuedJob):
-        default = f.default_factory() if f.default_factory is not MISSING else f.default
-        assert getattr(job, f.name) != default, f"set {f.name} away from its default in this test"
+    for record in (job, job.spec):
+        for f in fields(record):
+            default = f.default_factory() if f.default_factory is not MISSING else f.default
+            assert not f.init or getattr(record, f.name) != default, f"set {f.name} away from its default here"
     again, expected = job.with_steps(77), replace(job, spec=replace(job.spec, steps=77))
     for f in fields(QueuedJob):
         assert getattr(again, f.name) == getattr(expected, f.name), f.name
+    for f in fields(JobSpec):
+        assert getattr(again.spec, f.name) == getattr(expected.spec, f.name), f.name
     assert again == expected and hash(again.spec) == hash(expected.spec)
