@@ -28,7 +28,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from frenzy.core.errors import FrenzyError
+from frenzy.core.errors import UnknownNameError
 from frenzy.data.errors import InvalidDataError
 from frenzy.data.files import offline
 
@@ -154,20 +154,22 @@ def _mapped_bytes() -> int:
 
 
 def _portable(exc: BaseException, limits: CheckLimits) -> BaseException:
-    """The exception as the server should raise it: out of memory as the limit's error, a domain error
-    as raised, and anything else (a reader's own bug on an odd file) as an InvalidDataError quoting it,
-    with its traceback printed here, since a check's failure is about the file it read, never a 500."""
+    """The exception as the server should raise it: out of memory as the limit's error, a refusal
+    (a ValueError, InvalidDataError among them, or an unknown name: the API answers both with a 422)
+    as raised, and anything else (a reader's own bug on an odd file) as an InvalidDataError quoting
+    it, with its traceback printed here, since a check's failure is about the file it read, never a
+    500."""
     seen, cause = set(), exc
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, MemoryError):
             return limits.out_of_memory()
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, FrenzyError):
+    if isinstance(exc, (ValueError, UnknownNameError)):
         try:
             pickle.loads(pickle.dumps(exc))
             return exc
-        except Exception:  # noqa: BLE001 - a domain error holding an unpicklable value
+        except Exception:  # noqa: BLE001 - an error holding an unpicklable value
             return InvalidDataError(str(exc))
     traceback.print_exception(exc, file=sys.stderr)
     return InvalidDataError(f"the reader of this data failed ({type(exc).__name__}: {exc}); the file is malformed "
