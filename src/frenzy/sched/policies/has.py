@@ -13,7 +13,7 @@ make it time-aware:
     with its wait (frenzy.sched.order), so no job starves;
   - patience: a job takes a slower plan available now only if it would finish before a faster plan
     it could get later, either there or by moving to the faster plan once it frees (a
-    checkpoint-restart); when GPUs free comes from an availability profile: running jobs' expected
+    checkpoint-restart, counted only where the re-queue of slow runners would make it); when GPUs free comes from an availability profile: running jobs' expected
     ends, then each job ahead in the queue taking the earliest GPUs and giving them back at its end
     (where enough GPUs are free but split over nodes, when running jobs' ends free enough of them
     on few enough nodes);
@@ -56,8 +56,8 @@ from frenzy.memory.plans import PlanChoice
 from frenzy.perf import step_time
 from frenzy.sched.assignment import assign_head
 from frenzy.sched.configs import duration_s
-from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, grow_into_idle, resizable_jobs, shrink_for,
-                                  slow_runners)
+from frenzy.sched.elastic import (REQUEUE_MIN_GAIN, REQUEUE_MIN_SPEEDUP, grow_into_idle, resizable_jobs,
+                                  shrink_for, slow_runners)
 from frenzy.sched.lean import QueueDemand
 from frenzy.sched.order import by_response_ratio, by_work
 from frenzy.sched.placement import best_fit
@@ -312,18 +312,24 @@ class HeterogeneityAwareScheduler:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
         included) on the GPUs it would get: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
-        checkpoint-restart (the re-queue of slow runners or the grow pass, frenzy.sched.elastic)
-        with the steps it has left, whichever ends sooner. Counting the move keeps a long job from
-        idling while the GPUs it waits for are still busy: it makes progress on what is free and
-        moves later."""
+        checkpoint-restart with the steps it has left, whichever ends sooner. Counting the move
+        keeps a long job from idling while the GPUs it waits for are still busy: it makes progress
+        on what is free and moves later. The move is counted only where the re-queue of slow
+        runners (frenzy.sched.elastic.slow_runners) would make it: the faster plan at least
+        REQUEUE_MIN_SPEEDUP x faster and saving REQUEUE_MIN_GAIN restarts of what is left then.
+        Counting any faster plan, as before, started jobs on slow GPUs (L40S for an A100, 1.8x
+        slower) on the promise of a move that never came."""
         _, start, later = wait
         compute_now = run_now_s - self.startup_estimate_s
         finish = now + self.startup_estimate_s + compute_now
         left = 1.0 - max(0.0, start - now - self.startup_estimate_s) / max(compute_now, 1e-9)
         if left <= 0:
             return finish
-        moved = start + self.startup_estimate_s + RESTORE_ESTIMATE_S + \
-            left * (self._run_s(job, later, pool) - self.startup_estimate_s)
+        compute_later = self._run_s(job, later, pool) - self.startup_estimate_s
+        if compute_later * REQUEUE_MIN_SPEEDUP > compute_now or \
+                left * (compute_now - compute_later) < self._requeue_gain_s:
+            return finish  # no re-queue would move it: it runs here to the end
+        moved = start + self.startup_estimate_s + RESTORE_ESTIMATE_S + left * compute_later
         return min(finish, moved)
 
     @staticmethod
