@@ -154,14 +154,14 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
             missing = need - pool.totals.get(gpu, 0)
             if missing <= 0 or not resizable.get(gpu):
                 continue
+            on_offer = offers.get(gpu)
+            if on_offer is None:
+                on_offer = offers[gpu] = _shrink_offers(resizable[gpu], restart_s)
+            if missing > on_offer.most_freed:
+                continue  # no shrinks on offer free enough: the most common reason, so tested first
             gain = finish_if_waiting - (now + run_s(job, choice))
-            if gain <= restart_s:
-                continue
-            if gpu not in offers:
-                offers[gpu] = _shrink_offers(resizable[gpu], restart_s)
-            on_offer = offers[gpu]
-            if missing > on_offer.most_freed or not on_offer.may_free(missing, gain):
-                continue  # no shrinks on offer free enough, or none lose less than the gain
+            if gain <= restart_s or not on_offer.may_free(missing, gain):
+                continue  # no gain to pay a restart with, or no shrinks on offer lose less than it
             moved = _shrink_victims(pool, on_offer, missing, gain)
             allocation = pool.find(gpu, need, choice.plan.tp) if moved else None
             if allocation is None:

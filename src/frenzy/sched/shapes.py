@@ -35,7 +35,8 @@ def _per_shape(cache: dict, compute, job: QueuedJob, *args):
 
 def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
-    fewest GPUs any of them needs; "fastest": the least seconds per step of any; "leanest_gpu_s":
+    fewest GPUs any of them needs; "fastest": the least seconds per step of any, "fastest_by_type"
+    of any of each GPU type; "leanest_gpu_s":
     the least GPU-seconds per step of any; "leanest_step_s": that plan's seconds per step;
     "lean_by_type": frenzy.sched.lean.lean_by_type)."""
     entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
@@ -49,6 +50,10 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     seconds = {id(c): duration_s(one_step, c) for c in job.plans}
     seconds["min_gpus"] = min((c.num_gpus for c in job.plans), default=0)
     seconds["fastest"] = min((seconds[id(c)] for c in job.plans), default=float("inf"))
+    fastest_by_type: dict[str, float] = {}
+    for c in job.plans:
+        fastest_by_type[c.gpu.name] = min(fastest_by_type.get(c.gpu.name, seconds[id(c)]), seconds[id(c)])
+    seconds["fastest_by_type"] = fastest_by_type
     leanest = min(job.plans, key=lambda c: seconds[id(c)] * c.num_gpus, default=None)
     seconds["leanest_gpu_s"] = float("inf") if leanest is None else seconds[id(leanest)] * leanest.num_gpus
     seconds["leanest_step_s"] = float("inf") if leanest is None else seconds[id(leanest)]

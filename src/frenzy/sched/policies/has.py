@@ -267,7 +267,7 @@ class HeterogeneityAwareScheduler:
         # stopping others for a job is spending on its time: a job ranked by cost is not served so
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting if job.buys_time], now,
                                lambda j, c: self._run_s(j, c, pool), latest,
-                               lambda j: self.startup_estimate_s + j.spec.steps * step_seconds(j)["fastest"], moved,
+                               self._shortest_runs, moved,
                                unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
@@ -307,6 +307,11 @@ class HeterogeneityAwareScheduler:
         if seconds is None:  # not one of the job's own plan objects
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
+
+    def _shortest_runs(self, job: QueuedJob) -> dict[str, float]:
+        """Per GPU type, predicted start-up + run on the job's fastest plan of that type."""
+        startup, steps = self.startup_estimate_s, job.spec.steps
+        return {gpu: startup + steps * seconds for gpu, seconds in step_seconds(job)["fastest_by_type"].items()}
 
     def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float) -> float:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
