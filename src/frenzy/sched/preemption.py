@@ -60,14 +60,13 @@ def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, 
 
 
 def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice]]],
-                    now: float, run_s: Callable[[QueuedJob, PlanChoice], float],
-                    latest_end: dict[str, float], shortest_runs: Callable[[QueuedJob], dict[str, float]],
-                    exclude: set[str] = frozenset(), unsplit: bool = True, *,
+                    now: float, priced: Callable[[QueuedJob, Sequence[PlanChoice]], tuple],
+                    latest_end: dict[str, float], exclude: set[str] = frozenset(), unsplit: bool = True, *,
                     min_run_s: float) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
-    `latest_end` (latest expected end of a running job per GPU type) and `shortest_runs` (per GPU
-    type, a lower bound on the job's run time over its plans of that type: `run_s` of none is less)
-    rule most jobs and plans out without pricing each plan. Jobs in
+    `priced(job, plans)` gives (the predicted run time on each of `plans`, per GPU type the least
+    on any of the job's plans there); with `latest_end` (latest expected end of a running job per
+    GPU type) it rules most jobs and plans out in O(1). Jobs in
     `exclude` (already moved by this call) are never victims. With `unsplit`, victims are taken
     until the plan fits on as few nodes as it needs, never on more (see the module's docstring)."""
     by_type = None
@@ -83,17 +82,19 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     for job, plans in waiting:
         if placed >= MAX_PREEMPTING_JOBS:
             break
-        shortest = shortest_runs(job)
-        if not plans or min(shortest.values(), default=float("inf")) > horizon:
+        if not plans:
+            continue
+        runs, shortest = priced(job, plans)
+        if min(shortest.values(), default=float("inf")) > horizon:
             continue
         # the types where some plan is short enough next to a running job's remaining time
         short_enough = {gpu for gpu, run in shortest.items() if latest_end.get(gpu, 0.0) > now + PREEMPT_FACTOR * run}
         if not short_enough:
             continue
-        for choice in plans:
+        for choice, run_s in zip(plans, runs):
             if choice.gpu.name not in short_enough:
                 continue
-            threshold = now + PREEMPT_FACTOR * run_s(job, choice)
+            threshold = now + PREEMPT_FACTOR * run_s
             if latest_end.get(choice.gpu.name, 0.0) <= threshold:
                 continue
             if by_type is None:

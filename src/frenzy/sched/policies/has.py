@@ -132,6 +132,7 @@ class HeterogeneityAwareScheduler:
         self._restart_s = startup_estimate_s + RESTORE_ESTIMATE_S
         self._requeue_gain_s = REQUEUE_MIN_GAIN * self._restart_s
         self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
+        self._priced_plans: dict[tuple[int, int], tuple] = {}  # see _priced
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -266,8 +267,7 @@ class HeterogeneityAwareScheduler:
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         # stopping others for a job is spending on its time: a job ranked by cost is not served so
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting if job.buys_time], now,
-                               lambda j, c: self._run_s(j, c, pool), latest,
-                               self._shortest_runs, moved,
+                               lambda j, plans: self._priced(j, plans, pool), latest, moved,
                                unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
@@ -308,10 +308,21 @@ class HeterogeneityAwareScheduler:
             return self.startup_estimate_s + duration_s(job.spec, choice, pool.widest.get(choice.gpu.name))
         return self.startup_estimate_s + job.spec.steps * seconds
 
-    def _shortest_runs(self, job: QueuedJob) -> dict[str, float]:
-        """Per GPU type, predicted start-up + run on the job's fastest plan of that type."""
+    def _priced(self, job: QueuedJob, plans: Sequence[PlanChoice], pool: FreePool) -> tuple:
+        """(predicted start-up + run on each of `plans`, per GPU type that on the job's fastest plan
+        there), kept per (job, plan list) across calls: preemption prices the waiting jobs' plans
+        on most calls of a busy cluster, and a waiting job's steps do not change while it waits."""
+        key = (id(job), id(plans))
+        entry = self._priced_plans.get(key)
+        if entry is not None and entry[0] is job and entry[1] is plans:
+            return entry[2]
         startup, steps = self.startup_estimate_s, job.spec.steps
-        return {gpu: startup + steps * seconds for gpu, seconds in step_seconds(job)["fastest_by_type"].items()}
+        priced = (tuple(self._run_s(job, c, pool) for c in plans),
+                  {gpu: startup + steps * seconds for gpu, seconds in step_seconds(job)["fastest_by_type"].items()})
+        if len(self._priced_plans) > 20_000:  # entries of jobs long placed
+            self._priced_plans.clear()
+        self._priced_plans[key] = (job, plans, priced)  # both kept referenced: their ids stay theirs
+        return priced
 
     def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float) -> float:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
