@@ -32,6 +32,25 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each (see the paragraph).
 HISTORY = """\
+Round 3 (2026-11-28, against commit e6b3b5a): shrink offers are tested for freeing enough GPUs before a
+plan's gain is priced (most plans fail there), and preemption prices a waiting job's plans once per job
+and plan list across calls, only on GPU types where the job's fastest plan there is short enough next to
+a running job's remaining time. The same outcome to the last digit on the full workload (111,096
+finished, average JCT 1,903.82 s, p99 31,875.22 s, 69,691 preemptions, 1,025,011.28 GPU-hours, 230,886
+scheduling calls) and on the five smaller runs of round 2. Side by side on the two cores: the full
+workload 155.2 CPU-s before and 154.7 after (no gain: its calls are mostly light), the first 15,000
+arrivals 22.7 and 20.5, 1,500 jobs on sia-64 25.8 and 23.0 (-10%, where calls with many jobs waiting
+dominate). Where the time goes on the full workload (each part of HAS's calls timed, before the
+preemption change): 187,887 of 231,217 calls have at most one job waiting and take 62 s (growth 12.2 s,
+the re-queue scan of running jobs 10.7 s, the scan for resizable jobs 7.4 s, the release schedule
+5.4 s, the queue walk 4.3 s, the free pool 3.5 s); 34,975 calls with 2-10 waiting take 30 s; 8,355
+calls with more take 46 s (preemption 10.9 s, the head's assignment 5.0 s, shrinking 4.0 s, the
+re-queue scan 4.0 s); loading and mapping the trace takes 11 s, about half of it one seeded numpy
+generator per job (the stream every job's mapping is defined by). The time is spread thin: no part is
+more than a fifth of a call. 60 s for the whole run needs a call to cost ~70 us on average against
+~570 us now: keeping each running job's verdicts across calls (growth refused while the free GPUs of
+its types are unchanged; the re-queue scan only over jobs whose window is open), not done here.
+
 Round 2 (2026-11-28, against commit 91793e2): the same 111,096 jobs on the old and the new code, run at the
 same time on the two cores of this machine, give the same outcome (111,096 finished, average JCT
 1,938.83 s, p99 32,268.06 s, 72,100 preemptions, 1,025,887.99 GPU-hours, 227,024 scheduling calls, every

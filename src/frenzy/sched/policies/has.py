@@ -13,10 +13,10 @@ make it time-aware:
     with its wait (frenzy.sched.order), so no job starves;
   - patience: a job takes a slower plan available now only if it would finish before a faster plan
     it could get later, either there or by moving to the faster plan once it frees (a
-    checkpoint-restart, counted only where the re-queue of slow runners would make it); when GPUs free comes from an availability profile: running jobs' expected
-    ends, then each job ahead in the queue taking the earliest GPUs and giving them back at its end
-    (where enough GPUs are free but split over nodes, when running jobs' ends free enough of them
-    on few enough nodes);
+    checkpoint-restart, counted only where growth or the re-queue of slow runners would make it);
+    when GPUs free comes from an availability profile: running jobs' expected ends, then each job
+    ahead in the queue taking the earliest GPUs and giving them back at its end (where enough GPUs
+    are free but split over nodes, when running jobs' ends free enough of them on few enough nodes);
   - joint assignment under contention: when the queue needs more GPUs than are free, the first
     ASSIGNED_JOBS jobs get their GPU type and plan from one min-cost matching of jobs to positions
     on the GPU types (frenzy.sched.assignment): each plan is priced by its own time plus the
@@ -152,6 +152,7 @@ class HeterogeneityAwareScheduler:
         # held to a lean plan, a job widens later only by growth (elastic, needs predicted ends)
         demand = QueueDemand(queue, _lean_of) if self.lean and self.elastic and releases is not None else None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
+        waiting_types: set[str] = set()  # GPU types some job left waiting so far has a plan on
         for job in queue:
             if demand is not None:
                 demand.leave(job)
@@ -161,6 +162,7 @@ class HeterogeneityAwareScheduler:
             plans = assigned.get(job.job_id) or usable_plans(job)
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
+                waiting_types.update(c.gpu.name for c in plans)
                 continue
             allowed = None if demand is None or job.job_id in assigned or not job.buys_time else \
                 self._allowed(job, demand, pool)
@@ -189,8 +191,9 @@ class HeterogeneityAwareScheduler:
                                        pool, profile, now)
             # a job ranked by cost that can wait for a cheaper plan does; one ranked by time waits only
             # if that finishes sooner
+            grows = wait is not None and self._nobody_else_wants(wait[2], demand, waiting_types)
             if allocation is not None and (wait is None or job.buys_time and
-                                           self._finish_now_s(job, run_now_s, wait, pool, now) <= wait[0]):
+                                           self._finish_now_s(job, run_now_s, wait, pool, now, grows) <= wait[0]):
                 choice = plans[rank]
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
@@ -198,6 +201,7 @@ class HeterogeneityAwareScheduler:
                 decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
                 continue
             waiting.append((job, plans, None if wait is None else wait[0]))
+            waiting_types.update(c.gpu.name for c in plans)
             if wait is not None:
                 _, start, choice = wait
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
@@ -324,17 +328,26 @@ class HeterogeneityAwareScheduler:
         self._priced_plans[key] = (job, plans, priced)  # both kept referenced: their ids stay theirs
         return priced
 
-    def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float) -> float:
+    def _nobody_else_wants(self, later: PlanChoice, demand: QueueDemand | None, waiting_types: set[str]) -> bool:
+        """Whether no other job in this call wants GPUs of `later`'s type: none behind in the queue
+        needs them (the lean rule's demand; unknown without it) and none ahead was left waiting with
+        a plan there. Then the growth pass, not only the re-queue, would move a job to `later`."""
+        gpu = later.gpu.name
+        return self.elastic and demand is not None and not demand.needs.get(gpu, 0) and gpu not in waiting_types
+
+    def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float,
+                      grows: bool = False) -> float:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
         included) on the GPUs it would get: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
         checkpoint-restart with the steps it has left, whichever ends sooner. Counting the move
         keeps a long job from idling while the GPUs it waits for are still busy: it makes progress
-        on what is free and moves later. The move is counted only where the re-queue of slow
-        runners (frenzy.sched.elastic.slow_runners) would make it: the faster plan at least
-        REQUEUE_MIN_SPEEDUP x faster and saving REQUEUE_MIN_GAIN restarts of what is left then.
-        Counting any faster plan, as before, started jobs on slow GPUs (L40S for an A100, 1.8x
-        slower) on the promise of a move that never came."""
+        on what is free and moves later. The move is counted only where HAS would make it
+        (frenzy.sched.elastic): by growth, if nobody else wants the faster plan's GPUs (`grows`)
+        and the move saves more than its restart; otherwise by the re-queue of slow runners, if the
+        faster plan is at least REQUEUE_MIN_SPEEDUP x faster and saves REQUEUE_MIN_GAIN restarts of
+        what is left then. Counting any faster plan, as before, started jobs on slow GPUs (L40S for
+        an A100, 1.8x slower) on the promise of a move that never came."""
         _, start, later = wait
         compute_now = run_now_s - self.startup_estimate_s
         finish = now + self.startup_estimate_s + compute_now
@@ -342,9 +355,13 @@ class HeterogeneityAwareScheduler:
         if left <= 0:
             return finish
         compute_later = self._run_s(job, later, pool) - self.startup_estimate_s
-        if compute_later * REQUEUE_MIN_SPEEDUP > compute_now or \
-                left * (compute_now - compute_later) < self._requeue_gain_s:
-            return finish  # no re-queue would move it: it runs here to the end
+        saved = left * (compute_now - compute_later)
+        if grows:
+            moves = saved > self._restart_s
+        else:
+            moves = compute_later * REQUEUE_MIN_SPEEDUP <= compute_now and saved >= self._requeue_gain_s
+        if not moves:
+            return finish  # no move would be made: it runs here to the end
         moved = start + self.startup_estimate_s + RESTORE_ESTIMATE_S + left * compute_later
         return min(finish, moved)
 
