@@ -36,9 +36,8 @@ def _per_shape(cache: dict, compute, job: QueuedJob, *args):
 def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
     fewest GPUs any of them needs; "fastest": the least seconds per step of any, "fastest_by_type"
-    of any of each GPU type; "leanest_gpu_s":
-    the least GPU-seconds per step of any; "leanest_step_s": that plan's seconds per step;
-    "lean_by_type": frenzy.sched.lean.lean_by_type)."""
+    of any of each GPU type; "leanest_gpu_s": the least GPU-seconds per step of any;
+    "leanest_step_s": that plan's seconds per step; "lean_by_type": frenzy.sched.lean.lean_by_type)."""
     entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
     if entry is not None and entry[0] is job.plans:
         return entry[1]

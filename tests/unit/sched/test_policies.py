@@ -16,6 +16,8 @@ from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
 from frenzy.sched.maxmin import max_min_fractions
 from frenzy.sched.shapes import step_seconds
+from frenzy.sched.elastic import REQUEUE_MIN_GAIN
+from frenzy.sched.policies.has import RESTORE_ESTIMATE_S, STARTUP_ESTIMATE_S
 from frenzy.sched.policies.sia import solve
 from frenzy.sched.pool import FreePool
 
@@ -107,6 +109,24 @@ def test_frenzy_starts_on_slow_gpus_and_moves_when_the_faster_ones_free():
     decisions = get_policy("frenzy").schedule(state, [], now=1000.0)
     assert [type(d) for d in decisions] == [Preempt, Place]
     assert decisions[1].choice.gpu.name == "A100-SXM-40G"
+
+
+def test_frenzy_counts_on_a_later_move_only_where_growth_or_the_requeue_would_make_it():
+    # Started on a T4 now, the job would have a move to the A100s (free at t=1000 s) worth more
+    # than its restart but less than REQUEUE_MIN_GAIN restarts: growth makes such a move when nobody
+    # else wants the A100s, the re-queue of slow runners does not.
+    head = _job("head", model="Qwen/Qwen2.5-0.5B", steps=5000, max_gpus=1)
+    seconds = step_seconds(head)
+    t4, a100 = (min(seconds[id(c)] * head.spec.steps for c in head.plans if c.gpu.name == t) for t in TYPES)
+    restart_s = STARTUP_ESTIMATE_S + RESTORE_ESTIMATE_S
+    saved = (1 - (1000.0 - STARTUP_ESTIMATE_S) / t4) * (t4 - a100)
+    assert restart_s < saved < REQUEUE_MIN_GAIN * restart_s
+    (place,) = get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head], now=0.0)
+    assert place.choice.gpu.name == "T4-16G"
+    # Another queued job wants the A100s too: only the re-queue could move the head, and would not;
+    # running on T4s to the end finishes later than waiting, so both wait.
+    other = _job("other", model="Qwen/Qwen2.5-0.5B", steps=5000, max_gpus=1)
+    assert get_policy("frenzy").schedule(_busy_a100s_until(1000.0, head), [head, other], now=0.0) == []
 
 
 def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio():
