@@ -111,16 +111,16 @@ def row(name, states, per_job, per_round, single, sia_round) -> str:
 # From cProfile over two passes of frenzy's whole-queue calls on the five 10,000-GPU states (1,000 queued).
 WHERE_THE_TIME_GOES = """\
 Where a whole-queue call on the 10,000-GPU states spends its time (cProfile, frenzy's calls on the five
-states): pricing preemptions (`frenzy.sched.preemption.preemptions_for`: every waiting job's plans
-priced against the latest expected end of their type) 39%, the first-fit walk of each job's plans 17%,
-the lean rule's filter of the plans a job may wait for 13%, and the lean rule's queue demand
-(`frenzy.sched.lean.QueueDemand`, built per call and left job by job) 5.5%. The 7.2 ms whole-queue p50 of
-the run before the lean rule (2026-11-24, commit 09bb054) is not the same work: the states are
-captured from HAS's own run, so they differ (1,354 running jobs then, 1,524 now), and sia's round, whose
-code has not changed since, took 905 ms there against 3,812 ms here (4.2x; the machine was idle then
-and shared now). Against sia's round on the same states, frenzy's call is 1.4x slower than then (125x
--> 90x faster than sia), not 5.9x; making QueueDemand incremental would save at most its 5.5%. The
-per-job targets are met."""
+states, 2026-11-28): pricing preemptions (`frenzy.sched.preemption.preemptions_for`: each waiting job's
+plans against the latest expected end of their type; its run times are now kept per waiting job across
+calls and only the types where its fastest plan is short enough are walked) 36%, the first-fit walk of
+each job's plans 13%, the lean rule's filter of the plans a job may wait for 11%, and the lean rule's
+queue demand (`frenzy.sched.lean.QueueDemand`, built per call and left job by job) 7%. This run shared
+the machine with a test run on the other core: sia's round, whose code has not changed, took 4,300 ms
+against 3,812 ms the day before and frenzy's whole-queue call 51.7 ms against 42.2 ms, on states
+captured from HAS's own (since changed) run. The 7.2 ms whole-queue p50 of the run before the lean rule
+(2026-11-24, commit 09bb054) is not the same work either (1,354 running jobs then, 1,526 now; sia's round
+905 ms on an idle machine). The per-job targets are met."""
 
 
 def main() -> None:

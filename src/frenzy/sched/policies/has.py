@@ -109,6 +109,30 @@ def _same_head(a: tuple, b: tuple) -> bool:
     return len(a[0]) == len(b[0]) and all(x is y for x, y in zip(a[0], b[0])) and a[1] == b[1] and a[2] == b[2]
 
 
+class _WaitingTypes:
+    """The GPU types that jobs left waiting so far in a call have plans on. Each distinct plan list
+    (jobs of one shape share theirs) is read once, and only when a type is asked about: with a
+    thousand jobs waiting, reading every list as it is added cost more than the questions."""
+
+    __slots__ = ("_seen", "_unread", "_types")
+
+    def __init__(self):
+        self._seen: dict[int, Sequence[PlanChoice]] = {}  # by id, each list kept referenced
+        self._unread: list[Sequence[PlanChoice]] = []
+        self._types: set[str] = set()
+
+    def add(self, plans: Sequence[PlanChoice]) -> None:
+        if id(plans) not in self._seen:
+            self._seen[id(plans)] = plans
+            self._unread.append(plans)
+
+    def __contains__(self, gpu: str) -> bool:
+        for plans in self._unread:
+            self._types.update(c.gpu.name for c in plans)
+        self._unread.clear()
+        return gpu in self._types
+
+
 @register("frenzy")
 class HeterogeneityAwareScheduler:
     name = "frenzy"
@@ -152,7 +176,7 @@ class HeterogeneityAwareScheduler:
         # held to a lean plan, a job widens later only by growth (elastic, needs predicted ends)
         demand = QueueDemand(queue, _lean_of) if self.lean and self.elastic and releases is not None else None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
-        waiting_types: set[str] = set()  # GPU types some job left waiting so far has a plan on
+        waiting_types = _WaitingTypes()
         for job in queue:
             if demand is not None:
                 demand.leave(job)
@@ -162,7 +186,7 @@ class HeterogeneityAwareScheduler:
             plans = assigned.get(job.job_id) or usable_plans(job)
             if id(plans) in hopeless:
                 waiting.append((job, plans, None))
-                waiting_types.update(c.gpu.name for c in plans)
+                waiting_types.add(plans)
                 continue
             allowed = None if demand is None or job.job_id in assigned or not job.buys_time else \
                 self._allowed(job, demand, pool)
@@ -191,9 +215,8 @@ class HeterogeneityAwareScheduler:
                                        pool, profile, now)
             # a job ranked by cost that can wait for a cheaper plan does; one ranked by time waits only
             # if that finishes sooner
-            grows = wait is not None and self._nobody_else_wants(wait[2], demand, waiting_types)
-            if allocation is not None and (wait is None or job.buys_time and
-                                           self._finish_now_s(job, run_now_s, wait, pool, now, grows) <= wait[0]):
+            if allocation is not None and (wait is None or job.buys_time and self._finish_now_s(
+                    job, run_now_s, wait, pool, now, self._nobody_else_wants(wait[2], demand, waiting_types)) <= wait[0]):
                 choice = plans[rank]
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
@@ -201,7 +224,7 @@ class HeterogeneityAwareScheduler:
                 decisions.append(Place(job_id=job.job_id, choice=choice, allocation=allocation))
                 continue
             waiting.append((job, plans, None if wait is None else wait[0]))
-            waiting_types.update(c.gpu.name for c in plans)
+            waiting_types.add(plans)
             if wait is not None:
                 _, start, choice = wait
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
@@ -328,7 +351,7 @@ class HeterogeneityAwareScheduler:
         self._priced_plans[key] = (job, plans, priced)  # both kept referenced: their ids stay theirs
         return priced
 
-    def _nobody_else_wants(self, later: PlanChoice, demand: QueueDemand | None, waiting_types: set[str]) -> bool:
+    def _nobody_else_wants(self, later: PlanChoice, demand: QueueDemand | None, waiting_types: _WaitingTypes) -> bool:
         """Whether no other job in this call wants GPUs of `later`'s type: none behind in the queue
         needs them (the lean rule's demand; unknown without it) and none ahead was left waiting with
         a plan there. Then the growth pass, not only the re-queue, would move a job to `later`."""
