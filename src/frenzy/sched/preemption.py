@@ -64,13 +64,12 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
                     latest_end: dict[str, float], exclude: set[str] = frozenset(), unsplit: bool = True, *,
                     min_run_s: float) -> list[Decision]:
     """Preempt + Place decisions for up to MAX_PREEMPTING_JOBS waiting jobs (in the order given).
-    `priced(job, plans)` gives (the predicted run time on each of `plans`, per GPU type the least
-    on any of the job's plans there); with `latest_end` (latest expected end of a running job per
-    GPU type) it rules most jobs and plans out in O(1). Jobs in
+    `priced(job, plans)` gives (the predicted run time on each of `plans`, the job's own plan
+    objects; per GPU type the least on any of the job's plans there); with `latest_end` (latest
+    expected end of a running job per GPU type) it rules most jobs and plans out in O(1). Jobs in
     `exclude` (already moved by this call) are never victims. With `unsplit`, victims are taken
     until the plan fits on as few nodes as it needs, never on more (see the module's docstring)."""
     by_type = None
-    horizon = (max(latest_end.values(), default=now) - now) / PREEMPT_FACTOR  # a job must be shorter
     taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
@@ -85,8 +84,6 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
         if not plans:
             continue
         runs, shortest = priced(job, plans)
-        if min(shortest.values(), default=float("inf")) > horizon:
-            continue
         # the types where some plan is short enough next to a running job's remaining time
         short_enough = {gpu for gpu, run in shortest.items() if latest_end.get(gpu, 0.0) > now + PREEMPT_FACTOR * run}
         if not short_enough:

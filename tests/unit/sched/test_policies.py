@@ -14,12 +14,12 @@ from frenzy.core.job import JobSpec
 from frenzy.core.training import Precision, TrainingConfig
 from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, Place, Preempt, QueuedJob, RunningJob, get_policy
-from frenzy.sched.maxmin import max_min_fractions
-from frenzy.sched.shapes import step_seconds
 from frenzy.sched.elastic import REQUEUE_MIN_GAIN
+from frenzy.sched.maxmin import max_min_fractions
 from frenzy.sched.policies.has import RESTORE_ESTIMATE_S, STARTUP_ESTIMATE_S
 from frenzy.sched.policies.sia import solve
 from frenzy.sched.pool import FreePool
+from frenzy.sched.shapes import step_seconds
 
 TYPES = ("T4-16G", "A100-SXM-40G")
 

@@ -215,8 +215,9 @@ class HeterogeneityAwareScheduler:
                                        pool, profile, now)
             # a job ranked by cost that can wait for a cheaper plan does; one ranked by time waits only
             # if that finishes sooner
-            if allocation is not None and (wait is None or job.buys_time and self._finish_now_s(
-                    job, run_now_s, wait, pool, now, self._nobody_else_wants(wait[2], demand, waiting_types)) <= wait[0]):
+            if allocation is not None and (wait is None or job.buys_time and
+                                           self._finish_now_s(job, run_now_s, wait, pool, now,
+                                                              demand, waiting_types) <= wait[0]):
                 choice = plans[rank]
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
@@ -351,25 +352,20 @@ class HeterogeneityAwareScheduler:
         self._priced_plans[key] = (job, plans, priced)  # both kept referenced: their ids stay theirs
         return priced
 
-    def _nobody_else_wants(self, later: PlanChoice, demand: QueueDemand | None, waiting_types: _WaitingTypes) -> bool:
-        """Whether no other job in this call wants GPUs of `later`'s type: none behind in the queue
-        needs them (the lean rule's demand; unknown without it) and none ahead was left waiting with
-        a plan there. Then the growth pass, not only the re-queue, would move a job to `later`."""
-        gpu = later.gpu.name
-        return self.elastic and demand is not None and not demand.needs.get(gpu, 0) and gpu not in waiting_types
-
     def _finish_now_s(self, job: QueuedJob, run_now_s: float, wait, pool: FreePool, now: float,
-                      grows: bool = False) -> float:
+                      demand: QueueDemand | None, waiting_types: _WaitingTypes) -> float:
         """Predicted finish if the job starts now on a plan that takes `run_now_s` (start-up
         included) on the GPUs it would get: it runs there to the end, or, when
         the faster plan it could wait for frees (`wait` = (finish, start, plan)), moves to it by a
         checkpoint-restart with the steps it has left, whichever ends sooner. Counting the move
         keeps a long job from idling while the GPUs it waits for are still busy: it makes progress
         on what is free and moves later. The move is counted only where HAS would make it
-        (frenzy.sched.elastic): by growth, if nobody else wants the faster plan's GPUs (`grows`)
-        and the move saves more than its restart; otherwise by the re-queue of slow runners, if the
-        faster plan is at least REQUEUE_MIN_SPEEDUP x faster and saves REQUEUE_MIN_GAIN restarts of
-        what is left then. Counting any faster plan, as before, started jobs on slow GPUs (L40S for
+        (frenzy.sched.elastic): by growth, if no other job of the call wants the faster plan's GPU
+        type (none behind in the queue needs it, per the lean rule's `demand`, which exists only
+        where growth runs; none ahead was left waiting with a plan there, `waiting_types`) and the
+        move saves more than its restart; otherwise by the re-queue of slow runners, if that is on,
+        the faster plan is at least REQUEUE_MIN_SPEEDUP x faster and it saves REQUEUE_MIN_GAIN
+        restarts of what is left then. Counting any faster plan, as before, started jobs on slow GPUs (L40S for
         an A100, 1.8x slower) on the promise of a move that never came."""
         _, start, later = wait
         compute_now = run_now_s - self.startup_estimate_s
@@ -379,10 +375,12 @@ class HeterogeneityAwareScheduler:
             return finish
         compute_later = self._run_s(job, later, pool) - self.startup_estimate_s
         saved = left * (compute_now - compute_later)
-        if grows:
-            moves = saved > self._restart_s
+        gpu = later.gpu.name
+        if demand is not None and not demand.needs.get(gpu, 0) and gpu not in waiting_types:
+            moves = saved > self._restart_s  # the growth pass would move it
         else:
-            moves = compute_later * REQUEUE_MIN_SPEEDUP <= compute_now and saved >= self._requeue_gain_s
+            moves = self.requeue_slow and compute_later * REQUEUE_MIN_SPEEDUP <= compute_now and \
+                saved >= self._requeue_gain_s
         if not moves:
             return finish  # no move would be made: it runs here to the end
         moved = start + self.startup_estimate_s + RESTORE_ESTIMATE_S + left * compute_later
