@@ -21,7 +21,8 @@ One simulation process at a time (the machine is shared). --baselines FILE keeps
 policies other than frenzy in a JSON file and reuses them: their code does not change while HAS's
 does, and sia takes ~10x longer than HAS per run.
     python bench/sim_generalise.py [--half reporting|design|both] [--quick] [--objective time|cost]
-                                   [--jobs 200] [--baselines FILE] [--has NAME=VALUE ...] [--no-write]
+                                   [--jobs 200] [--seed 0] [--baselines FILE] [--has NAME=VALUE ...]
+                                   [--no-write]
 """
 
 from __future__ import annotations
@@ -70,17 +71,18 @@ def middle_slice(label: str, path: str, jobs: int) -> Slice:
     return Slice(f"{label} jobs {skip}-{skip + min(jobs, rows) - 1}", path, skip, jobs)
 
 
-def run_one(sl: Slice, cluster: str, load: float, policy: str, objective: str, has_options: dict) -> dict:
+def run_one(sl: Slice, cluster: str, load: float, policy: str, objective: str, has_options: dict,
+            seed: int = 0) -> dict:
     from frenzy.sched import get_policy
     from frenzy.sched.policies.has import HeterogeneityAwareScheduler
     from frenzy.sim.cluster import load_cluster
     from frenzy.sim.engine import SimConfig, Simulator
 
     spec = load_cluster(cluster)
-    jobs = load_slice(sl, spec.total_gpus, load)
+    jobs = load_slice(sl, spec.total_gpus, load, seed)
     scheduler = HeterogeneityAwareScheduler(**has_options) if policy == "frenzy" else get_policy(policy)
     t0 = time.perf_counter()
-    result = Simulator(spec, scheduler, jobs, SimConfig(seed=0, objective=objective)).run()
+    result = Simulator(spec, scheduler, jobs, SimConfig(seed=seed, objective=objective)).run()
     summary = result.summary()
     summary.update(slice=sl.label, load=load, arrival_scale=arrival_scale_for(sl, spec.total_gpus, load),
                    bench_wall_s=time.perf_counter() - t0, jobs_jct=jct_records(result),
@@ -88,8 +90,9 @@ def run_one(sl: Slice, cluster: str, load: float, policy: str, objective: str, h
     return summary
 
 
-def _key(sl: Slice, cluster: str, load: float, policy: str, objective: str) -> str:
-    return f"{policy} | {sl.path}:{sl.skip}+{sl.jobs} | {cluster} | load {load} | {objective}"
+def _key(sl: Slice, cluster: str, load: float, policy: str, objective: str, seed: int) -> str:
+    return f"{policy} | {sl.path}:{sl.skip}+{sl.jobs} | {cluster} | load {load} | {objective}" + \
+        (f" | seed {seed}" if seed else "")
 
 
 def compare(ours: dict, sia: dict) -> dict:
@@ -183,11 +186,15 @@ def main() -> None:
     parser.add_argument("--has", type=_option, action="append", default=[],
                         help="a HeterogeneityAwareScheduler keyword for an ablation, e.g. elastic=False")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md as it is")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="workload mapping and simulator seed (0 for the table in docs/BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, default=None, help="write the per-run comparisons here")
     args = parser.parse_args()
     require_shared()
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
+    if args.seed < 0:
+        parser.error("--seed must be >= 0")
     halves = ["design", "reporting"] if args.half == "both" else [args.half]
     chosen = [(h, p) for h in halves for p in pairs(h)[:QUICK_PAIRS if args.quick else None]]
     policies = ALL_POLICIES if args.objective == "cost" else ["frenzy", "sia"]
@@ -199,12 +206,12 @@ def main() -> None:
         for load in args.loads:
             row = {"half": half, "slice": sl.label, "cluster": cluster, "load": load}
             for policy in policies:
-                key = _key(sl, cluster, load, policy, args.objective)
+                key = _key(sl, cluster, load, policy, args.objective, args.seed)
                 if policy != "frenzy" and key in stored and (args.objective == "time" or "job_cost" in stored[key]):
                     row[policy] = stored[key]
                     continue
                 row[policy] = run_one(sl, cluster, load, policy, args.objective,
-                                      has_options if policy == "frenzy" else {})
+                                      has_options if policy == "frenzy" else {}, args.seed)
                 simulations += 1
                 if policy != "frenzy" and args.baselines:
                     stored[key] = row[policy]
@@ -231,7 +238,8 @@ def main() -> None:
           "(the arrival scale that gives each is in brackets). The trace x cluster pairs are split before "
           "any run into a design half (trace index + cluster index even) on which HAS's rules were chosen, and "
           "a reporting half (odd) on which the targets are judged. Cut, p99 ratio and GPU-hours ratio are "
-          f"frenzy's against sia's; cut and p99 over the jobs both finished. Objective {args.objective}."
+          f"frenzy's against sia's; cut and p99 over the jobs both finished. Objective {args.objective}, "
+          f"seed {args.seed}."
           f"{options}\n\n" + _run_table(runs) + "\n\n" +
           (cost_table(runs) + COST_TARGET if args.objective == "cost" else
            "Targets (on the reporting half; the design half for reference):\n" +

@@ -24,16 +24,19 @@ from frenzy.sched.types import QueuedJob
 # constant.
 
 
+def work_priority(job: QueuedJob, steps: float, now: float, seconds: dict) -> float:
+    """(1 + wait / run) / work of the job with `steps` steps left, work the GPU-seconds of its
+    leanest plan and run that plan's run time, wait counted from its submission; `seconds` is
+    step_seconds(job)."""
+    work = max(steps * seconds["leanest_gpu_s"], 1.0)
+    run = max(steps * seconds["leanest_step_s"], 1.0)
+    return (1.0 + (now - job.submit_time_s) / run) / work
+
+
 def by_work(queue: Sequence[QueuedJob], now: float, seconds_of: Callable[[QueuedJob], dict]) -> list[QueuedJob]:
-    """Smallest work first with aging: highest (1 + wait / run) / work, work the GPU-seconds of the
-    job's leanest plan (smallest area first for moldable jobs) and run that plan's run time."""
+    """Smallest work first with aging: highest work_priority (smallest area first for moldable jobs)."""
     def priority(job: QueuedJob) -> float:
-        if not job.plans:
-            return 0.0
-        seconds = seconds_of(job)
-        work = max(job.spec.steps * seconds["leanest_gpu_s"], 1.0)
-        run = max(job.spec.steps * seconds["leanest_step_s"], 1.0)
-        return (1.0 + (now - job.submit_time_s) / run) / work
+        return work_priority(job, job.spec.steps, now, seconds_of(job)) if job.plans else 0.0
     return sorted(queue, key=lambda j: (-priority(j), j.submit_time_s))
 
 

@@ -30,6 +30,15 @@ exceeds what its victims lose (each its restart plus the waiting job's run). It 
 p99 no worse than sia's in 40 runs against 41, GPU-hours within +5% of sia's in 19 against 24. The
 factor stays: a victim re-queued waits longer than the short job's run, which the trade leaves out.
 The victim keeps its progress (checkpoint on stop) and queues again.
+
+Preemption follows the queue's order: a victim is never a job the queue would serve before the
+waiting job, its priority there (frenzy.sched.order.work_priority for the steps it has left, aged
+from its submission, as it would be queued again) below the waiting job's. A job that has waited
+long in all is then no longer stopped for every newcomer far shorter than it. On
+bench/sim_generalise.py's design half over seeds 0-2 (168 runs; mean cut vs sia, smallest cut, runs
+>= 15%, p99 no worse than sia's, GPU-hours within +5% of sia's): 28.7%, -0.9%, 136, 124, 62 before,
+28.6%, -0.9%, 136, 129, 64 with it. Protecting instead each victim until it has run as long as it
+had waited before its start did worse on seed 0 (mean cut 29.5% -> 28.3%, p99 no worse 42 -> 40).
 """
 
 from __future__ import annotations
@@ -38,8 +47,10 @@ from bisect import bisect_left
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
+from frenzy.sched.order import work_priority
 from frenzy.sched.placement import best_fit
 from frenzy.sched.pool import FreePool
+from frenzy.sched.shapes import step_seconds
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
 
 PREEMPT_FACTOR = 3.0
@@ -67,17 +78,21 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
     `priced(job, plans)` gives (the predicted run time on each of `plans`, the job's own plan
     objects; per GPU type the least on any of the job's plans there); with `latest_end` (latest
     expected end of a running job per GPU type) it rules most jobs and plans out in O(1). Jobs in
-    `exclude` (already moved by this call) are never victims. With `unsplit`, victims are taken
-    until the plan fits on as few nodes as it needs, never on more (see the module's docstring)."""
+    `exclude` (already moved by this call) are never victims, nor jobs the queue ranks above the
+    waiting job. With `unsplit`, victims are taken until the plan fits on as few nodes as it
+    needs, never on more (see the module's docstring)."""
     by_type = None
     taken: set[str] = set(exclude)
     decisions: list[Decision] = []
     placed = 0
-    # Per (type, GPUs, group, nodes): the most victims (longest remaining first) known to free no room
-    # since the last preemption. Victims are a prefix of that order for a threshold, so a threshold
-    # leaving no more of them cannot succeed either: waiting jobs of one shape, and a job's plans of one
-    # size, are judged once per call instead of once each.
-    failed: dict[tuple, int] = {}
+    ranks: dict[str, float] = {}  # each candidate victim's queue priority, computed once per call
+    # Per (type, GPUs, group, nodes): (candidates ending late enough, the waiting job's priority) of
+    # the last try known to free no room since the last preemption. The candidates are a prefix of
+    # the longest-remaining-first order and the victims those of them ranked below the waiting job,
+    # so a try with no longer prefix and no higher priority has no more victims and cannot succeed
+    # either: waiting jobs of one shape, and a job's plans of one size, are judged once per call
+    # instead of once each.
+    failed: dict[tuple, tuple[int, float]] = {}
     for job, plans in waiting:
         if placed >= MAX_PREEMPTING_JOBS:
             break
@@ -88,6 +103,7 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
         short_enough = {gpu for gpu, run in shortest.items() if latest_end.get(gpu, 0.0) > now + PREEMPT_FACTOR * run}
         if not short_enough:
             continue
+        mine = work_priority(job, job.spec.steps, now, step_seconds(job))
         for choice, run_s in zip(plans, runs):
             if choice.gpu.name not in short_enough:
                 continue
@@ -105,14 +121,13 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             candidates, minus_ends = by_type.get(gpu, ((), ()))
             # those ending after the threshold: a prefix, longest remaining first
             ending_later = bisect_left(minus_ends, -threshold)
-            if ending_later <= failed.get(key, 0):
-                continue  # no more victims than a try that failed (or none at all)
-            victims = [r for r in candidates[:ending_later] if r.job_id not in taken]
-            if len(victims) <= failed.get(key, 0):
-                continue
-            allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims)
+            most, highest = failed.get(key, (0, 0.0))
+            if not ending_later or ending_later <= most and mine <= highest:
+                continue  # no candidates, or no more victims than a try that failed
+            victims = [r for r in candidates[:ending_later] if r.job_id not in taken and _rank(r, now, ranks) < mine]
+            allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims) if victims else (None, [])
             if allocation is None:
-                failed[key] = len(victims)
+                failed[key] = (ending_later, mine)
                 continue  # evicting every candidate would not free room for the plan (on few enough nodes)
             used = {name for name, _ in allocation}  # a victim on none of these nodes freed nothing it uses
             chosen = [victim for victim in chosen if any(name in used for name, _ in victim.allocation)]
@@ -126,6 +141,23 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             placed += 1
             break
     return decisions
+
+
+def _rank(victim: RunningJob, now: float, ranks: dict[str, float]) -> float:
+    """The victim's priority in the queue's order (frenzy.sched.order.work_priority) for the steps
+    it has left, as if it were queued again now (it would be, aged from its submission)."""
+    rank = ranks.get(victim.job_id)
+    if rank is None:
+        job = victim.job
+        if job is None:  # a job known only by its GPUs: nothing to rank it by, so it ranks last
+            rank = 0.0
+        else:
+            seconds = step_seconds(job)
+            step = seconds.get(id(victim.choice))
+            steps = job.spec.steps if step is None else max(1.0, (victim.expected_end_s - now) / step)
+            rank = work_priority(job, steps, now, seconds)
+        ranks[victim.job_id] = rank
+    return rank
 
 
 def _room(pool: FreePool, gpu: str, need: int, group: int, nodes: int, victims: list[RunningJob]):

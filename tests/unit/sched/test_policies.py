@@ -270,6 +270,34 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
         started(91), [short], now)]
 
 
+def test_frenzy_never_preempts_a_job_the_queue_would_serve_first():
+    # Preemption follows the queue's order: (1 + wait / run) / work, wait from submission, run and
+    # work (GPU-seconds) on the leanest plan for the steps left. A long job that has waited long
+    # enough to outrank a short newcomer is not stopped for it; submitted later, it is.
+    from dataclasses import replace
+    from frenzy.sched.shapes import step_seconds
+    now = 10_000.0
+    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
+    full = ClusterState(nodes=tuple(replace(n, free_gpus=0) for n in state.nodes), running=state.running)
+    short = _job("short", steps=10, submit=now, types=("T4-16G",))
+    if next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus > t4.num_gpus:
+        pytest.skip("the short job needs more GPUs than the running one holds")
+    victim = full.running[0]
+    seconds = step_seconds(victim.job)
+    steps_left = 1e7 / seconds[id(t4)]
+    run_v, work_v = steps_left * seconds["leanest_step_s"], steps_left * seconds["leanest_gpu_s"]
+    work_s = short.spec.steps * step_seconds(short)["leanest_gpu_s"]
+    # the wait at which the long job's priority reaches the newcomer's 1 / work_s
+    outranks_after = run_v * (work_v / work_s - 1)
+
+    def submitted(ago):
+        return replace(full, running=(replace(victim, job=replace(victim.job, submit_time_s=now - ago)),))
+    kinds = [(type(d).__name__, d.job_id) for d in get_policy("frenzy").schedule(submitted(outranks_after / 2),
+                                                                                   [short], now)]
+    assert ("Preempt", "long") in kinds and ("Place", "short") in kinds
+    assert get_policy("frenzy").schedule(submitted(outranks_after * 2), [short], now) == []
+
+
 def test_a_job_ranked_by_cost_neither_preempts_nor_is_preempted():
     # The preemption above, with either job ranked by cost: stopping a job is spending a restart on
     # the other job's time, which a cost job neither buys nor pays for. Ranked by time both, it is made.
