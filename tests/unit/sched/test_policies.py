@@ -270,6 +270,18 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
         started(91), [short], now)]
 
 
+def _full_t4_and_short(now: float):
+    """Every T4 busy with a long job (run 4000 s, 1e7 s left) and a short T4 job just submitted:
+    (state, the long job's plan, the short job); skipped where the short job needs more GPUs."""
+    from dataclasses import replace
+    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
+    full = ClusterState(nodes=tuple(replace(n, free_gpus=0) for n in state.nodes), running=state.running)
+    short = _job("short", steps=10, submit=now, types=("T4-16G",))
+    if next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus > t4.num_gpus:
+        pytest.skip("the short job needs more GPUs than the running one holds")
+    return full, t4, short
+
+
 def test_frenzy_never_preempts_a_job_the_queue_would_serve_first():
     # Preemption follows the queue's order: (1 + wait / run) / work, wait from submission, run and
     # work (GPU-seconds) on the leanest plan for the steps left. A long job that has waited long
@@ -277,11 +289,7 @@ def test_frenzy_never_preempts_a_job_the_queue_would_serve_first():
     from dataclasses import replace
     from frenzy.sched.shapes import step_seconds
     now = 10_000.0
-    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
-    full = ClusterState(nodes=tuple(replace(n, free_gpus=0) for n in state.nodes), running=state.running)
-    short = _job("short", steps=10, submit=now, types=("T4-16G",))
-    if next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus > t4.num_gpus:
-        pytest.skip("the short job needs more GPUs than the running one holds")
+    full, t4, short = _full_t4_and_short(now)
     victim = full.running[0]
     seconds = step_seconds(victim.job)
     steps_left = 1e7 / seconds[id(t4)]
@@ -303,11 +311,7 @@ def test_a_job_ranked_by_cost_neither_preempts_nor_is_preempted():
     # the other job's time, which a cost job neither buys nor pays for. Ranked by time both, it is made.
     from dataclasses import replace
     now = 10_000.0
-    state, t4 = _busy_state(started_s_ago=4000, remaining_s=1e7, now=now)
-    full = ClusterState(nodes=tuple(replace(n, free_gpus=0) for n in state.nodes), running=state.running)
-    short = _job("short", steps=10, submit=now, types=("T4-16G",))
-    if next(c for c in short.plans if c.gpu.name == "T4-16G").num_gpus > t4.num_gpus:
-        pytest.skip("the short job needs more GPUs than the running one holds")
+    full, _, short = _full_t4_and_short(now)
     assert ("Preempt", "long") in [(type(d).__name__, d.job_id) for d in get_policy("frenzy").schedule(full, [short], now)]
     assert get_policy("frenzy").schedule(full, [replace(short, objective="cost")], now) == []
     cost_victim = replace(full, running=(replace(full.running[0], job=replace(full.running[0].job, objective="cost")),))
