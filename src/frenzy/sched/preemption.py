@@ -31,9 +31,9 @@ p99 no worse than sia's in 40 runs against 41, GPU-hours within +5% of sia's in 
 factor stays: a victim re-queued waits longer than the short job's run, which the trade leaves out.
 The victim keeps its progress (checkpoint on stop) and queues again.
 
-Preemption follows the queue's order: a victim is never a job the queue would serve before the
-waiting job, its priority there (frenzy.sched.order.work_priority for the steps it has left, aged
-from its submission, as it would be queued again) below the waiting job's. A job that has waited
+Preemption follows the queue's (default) order: a victim is never a job the queue would serve
+before the waiting job, its priority there (frenzy.sched.order.work_priority for the steps it has
+left, aged from its submission, as it would be queued again) below the waiting job's. A job that has waited
 long in all is then no longer stopped for every newcomer far shorter than it. On
 bench/sim_generalise.py's design half over seeds 0-2 (168 runs; mean cut vs sia, smallest cut, runs
 >= 15%, p99 no worse than sia's, GPU-hours within +5% of sia's): 28.7%, -0.9%, 136, 124, 62 before,
