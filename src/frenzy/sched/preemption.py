@@ -33,8 +33,8 @@ The victim keeps its progress (checkpoint on stop) and queues again.
 
 Preemption follows the queue's (default) order: a victim is never a job the queue would serve
 before the waiting job, its priority there (frenzy.sched.order.work_priority for the steps it has
-left, aged from its submission, as it would be queued again) below the waiting job's. A job that has waited
-long in all is then no longer stopped for every newcomer far shorter than it. On
+left, aged from its submission, as it would be queued again) below the waiting job's. A job that
+has waited long in all is then no longer stopped for every newcomer far shorter than it. On
 bench/sim_generalise.py's design half over seeds 0-2 (168 runs; mean cut vs sia, smallest cut, runs
 >= 15%, p99 no worse than sia's, GPU-hours within +5% of sia's): 28.7%, -0.9%, 136, 124, 62 before,
 28.6%, -0.9%, 136, 129, 64 with it. Protecting instead each victim until it has run as long as it
@@ -125,7 +125,7 @@ def preemptions_for(state: ClusterState, pool: FreePool, waiting: Sequence[tuple
             if not ending_later or ending_later <= most and mine <= highest:
                 continue  # no candidates, or no more victims than a try that failed
             victims = [r for r in candidates[:ending_later] if r.job_id not in taken and _rank(r, now, ranks) < mine]
-            allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims) if victims else (None, [])
+            allocation, chosen = _room(pool, gpu, need, choice.plan.tp, nodes, victims)
             if allocation is None:
                 failed[key] = (ending_later, mine)
                 continue  # evicting every candidate would not free room for the plan (on few enough nodes)
