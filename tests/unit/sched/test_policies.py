@@ -143,8 +143,9 @@ def test_a_job_on_slow_gpus_requeues_and_wins_freed_fast_gpus_by_response_ratio(
     on_t4 = RunningJob(job_id="head", choice=place.choice, allocation=place.allocation, start_time_s=0.0,
                        expected_end_s=60.0 + head.spec.steps * step_seconds(head)[id(place.choice)], job=head)
     one_a100 = next(c for c in head.plans if c.gpu.name == "A100-SXM-40G" and c.num_gpus == 1)
+    # started 50 s before: too recent to be preempted (for the newcomer, which would rather run on it)
     long_job = RunningJob(job_id="long", choice=one_a100, allocation=(("A100-SXM-40G-0", 3), ("A100-SXM-40G-1", 4)),
-                          start_time_s=900.0, expected_end_s=1e7)
+                          start_time_s=950.0, expected_end_s=1e7)
     free = {name: 4 - gpus for name, gpus in place.allocation} | {"A100-SXM-40G-0": 1, "A100-SXM-40G-1": 0}
     state = ClusterState(nodes=_nodes(free), running=(on_t4, long_job))
     new = _job("new", model="Qwen/Qwen2.5-0.5B", steps=20_000, submit=1000.0, max_gpus=1)
@@ -304,6 +305,34 @@ def test_frenzy_never_preempts_a_job_the_queue_would_serve_first():
                                                                                    [short], now)]
     assert ("Preempt", "long") in kinds and ("Place", "short") in kinds
     assert get_policy("frenzy").schedule(submitted(outranks_after * 2), [short], now) == []
+
+
+def test_frenzy_preempts_for_a_faster_plan_only_where_the_job_saves_more_than_its_victim_loses():
+    # A short job that fits now on a T4 while a long job holds the only A100: it takes the A100 by
+    # preemption where that saves it more than the victim loses (its restart, and the short job's run
+    # there, which it waits out), i.e. slow run > 2 x fast run + restart; otherwise it starts on the T4.
+    from math import ceil
+    a100, now = "A100-SXM-80G", 10_000.0
+    long_job = _job("long", steps=10_000_000, types=(a100,))
+    on_a100 = next(c for c in long_job.plans if c.num_gpus == 1)
+    state = ClusterState(nodes=(NodeState(name="a0", gpu_type=a100, total_gpus=1, free_gpus=0),
+                                NodeState(name="t0", gpu_type="T4-16G", total_gpus=1, free_gpus=1)),
+                         running=(RunningJob(job_id="long", choice=on_a100, allocation=(("a0", 1),),
+                                             start_time_s=now - 4000, expected_end_s=now + 1e7, job=long_job),))
+    probe = _job("short", steps=1, submit=now, types=(a100, "T4-16G"))
+    seconds = step_seconds(probe)
+    fast, slow = ([seconds[id(c)] for c in probe.plans if c.num_gpus == 1 and c.gpu.name == t][0] for t in (a100, "T4-16G"))
+    # STARTUP + n slow > 2 (STARTUP + n fast) + STARTUP + RESTORE
+    even = (2 * STARTUP_ESTIMATE_S + RESTORE_ESTIMATE_S) / (slow - 2 * fast)
+
+    def decided(steps):
+        decisions = get_policy("frenzy").schedule(state, [_job("short", steps=steps, submit=now,
+                                                               types=(a100, "T4-16G"))], now)
+        _check(decisions, state)
+        return {(type(d).__name__, d.job_id, getattr(d, "choice", None) and d.choice.gpu.name) for d in decisions}
+
+    assert decided(ceil(2 * even)) == {("Preempt", "long", None), ("Place", "short", a100)}
+    assert decided(int(even / 2)) == {("Place", "short", "T4-16G")}
 
 
 def test_a_job_ranked_by_cost_neither_preempts_nor_is_preempted():

@@ -29,7 +29,8 @@ make it time-aware:
     the queue needs (frenzy.sched.lean);
   - preemption: a waiting job far shorter than a running job's remaining time may evict it, where
     that frees room for its plan on as few nodes as it needs (frenzy.sched.preemption:
-    shortest-job-first with a restart-cost guard);
+    shortest-job-first with a restart-cost guard); so may a job that would start now on a slower
+    plan, for a faster one that saves it more than each victim loses (`_preempted_for_faster`);
   - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
     predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use, a move that
     would spread a plan over more nodes than it needs priced at its step time there
@@ -218,6 +219,11 @@ class HeterogeneityAwareScheduler:
             if allocation is not None and (wait is None or job.buys_time and
                                            self._finish_now_s(job, run_now_s, wait, pool, now,
                                                               demand, waiting_types) <= wait[0]):
+                sooner = self._preempted_for_faster(state, pool, releases, job, plans, rank, run_now_s, now,
+                                                    decisions, movers) if rank > 0 and job.buys_time else []
+                if sooner:
+                    decisions += sooner
+                    continue
                 choice = plans[rank]
                 if profile is not None:
                     profile.take(choice.gpu.name, choice.num_gpus, now + run_now_s)
@@ -229,8 +235,8 @@ class HeterogeneityAwareScheduler:
             if wait is not None:
                 _, start, choice = wait
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
-        moved = {d.job_id for d in decisions} & movers.keys()
-        decisions += self._preemptions(state, pool, releases, waiting, now, moved)
+        stopped = {d.job_id for d in decisions if isinstance(d, Preempt)}  # moved, or preempted for a faster plan
+        decisions += self._preemptions(state, pool, releases, waiting, now, stopped)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
     def _assigned(self, queue: Sequence[QueuedJob], movers,
@@ -289,13 +295,37 @@ class HeterogeneityAwareScheduler:
                 Place(job_id=job.job_id, choice=choice, allocation=allocation)]
 
     def _preemptions(self, state, pool: FreePool, releases: Releases | None, waiting, now: float,
-                     moved: set[str]) -> list[Decision]:
+                     stopped: set[str]) -> list[Decision]:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         # stopping others for a job is spending on its time: a job ranked by cost is not served so
         return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting if job.buys_time], now,
-                               lambda j, plans: self._priced(j, plans, pool), latest, moved,
+                               lambda j, plans: self._priced(j, plans, pool), latest, stopped,
+                               unsplit=self.price_splits, min_run_s=self._restart_s)
+
+    def _preempted_for_faster(self, state, pool: FreePool, releases: Releases | None, job: QueuedJob,
+                              plans: Sequence[PlanChoice], rank: int, run_now_s: float, now: float,
+                              decided: list[Decision], movers) -> list[Decision]:
+        """Preempt + Place decisions that start `job` now on a plan faster than plans[rank] (the
+        first that fits) by stopping running jobs for it, as the preemption of a waiting job would
+        (frenzy.sched.preemption); [] if none is worth it. Patience weighs waiting for a faster plan
+        against starting on a slower one now, and without this a short job that fits on slow GPUs
+        never waits, so it is never served by preempting the long jobs on the fast ones (sia,
+        re-allocating every round, puts it there). A faster plan is worth a victim only where the
+        time it saves the job exceeds what the victim loses: its restart, and at least the job's
+        run there, for which it is queued again behind it. So with `fast` the faster plan's start-up
+        + run: run_now_s - fast > restart + fast."""
+        if not (self.preempt and releases is not None and releases.ends):
+            return []
+        faster = [c for c in plans[:rank] if run_now_s > 2 * self._run_s(job, c, pool) + self._restart_s]
+        if not faster:
+            return []
+        latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
+        _, shortest = self._priced(job, plans, pool)
+        priced = (tuple(self._run_s(job, c, pool) for c in faster), shortest)
+        stopped = {d.job_id for d in decided} | movers.keys()
+        return preemptions_for(state, pool, [(job, faster)], now, lambda j, p: priced, latest, stopped,
                                unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
