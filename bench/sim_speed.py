@@ -32,6 +32,10 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each round (see the paragraph).
 HISTORY = """\
+After round 3, a second policy change (2026-11-28): a job that would start now on a slower plan may
+preempt for a faster one. 235,925 scheduling calls against 229,350, and 74.0 s in all against 75.7 s
+before it (simulation 66.8 s): no change for speed, and the target stays missed.
+
 After round 3 (2026-11-28, later that day): no change for speed. Preemption now ranks its victims in the
 queue's order, which changes decisions (229,350 scheduling calls against 229,986); the old (a4f1028) and
 the new code side by side on the two cores took 84.3 and 83.2 CPU-s. The machine itself ran about 2.5x

@@ -29,7 +29,9 @@ exceeds what its victims lose (each its restart plus the waiting job's run). It 
 (11,968 stops against 8,278) and did worse on every count: mean cut vs sia 27.1% against 29.2%,
 p99 no worse than sia's in 40 runs against 41, GPU-hours within +5% of sia's in 19 against 24. The
 factor stays: a victim re-queued waits longer than the short job's run, which the trade leaves out.
-The victim keeps its progress (checkpoint on stop) and queues again.
+The victim keeps its progress (checkpoint on stop) and queues again. HAS also calls this for a
+job that would start now on a slower plan, with those of its faster plans that save it more than a
+victim loses (frenzy.sched.policies.has `_preempted_for_faster`).
 
 Preemption follows the queue's (default) order: a victim is never a job the queue would serve
 before the waiting job, its priority there (frenzy.sched.order.work_priority for the steps it has

@@ -280,8 +280,9 @@ class HeterogeneityAwareScheduler:
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
                       now: float) -> list[Decision]:
         """Move a re-queued running job (`job.spec.steps`: the steps it has left) to the first of
-        its faster plans that fits now (its own GPUs are freed); nothing if none does: it keeps
-        running where it is."""
+        its faster plans that fits in the GPUs free now (its own are given back once it moves;
+        counting them as free cost GPU-hours, docs/BENCHMARKS.md#sim-generalise); nothing if none
+        does: it keeps running where it is."""
         _, run, faster = mover
         rank, allocation, run_s = self._first_now(job, faster, pool)
         if allocation is None:
