@@ -236,7 +236,9 @@ class HeterogeneityAwareScheduler:
                 _, start, choice = wait
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
         stopped = {d.job_id for d in decisions if isinstance(d, Preempt)}  # moved, or preempted for a faster plan
-        decisions += self._preemptions(state, pool, releases, waiting, now, stopped)
+        # stopping others for a job is spending on its time: a job ranked by cost is not served so
+        decisions += self._preemptions(state, pool, releases, [(job, plans) for job, plans, _ in waiting
+                                                               if job.buys_time], now, stopped)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
     def _assigned(self, queue: Sequence[QueuedJob], movers,
@@ -296,14 +298,14 @@ class HeterogeneityAwareScheduler:
                 Place(job_id=job.job_id, choice=choice, allocation=allocation)]
 
     def _preemptions(self, state, pool: FreePool, releases: Releases | None, waiting, now: float,
-                     stopped: set[str]) -> list[Decision]:
+                     stopped: set[str], priced=None) -> list[Decision]:
+        """frenzy.sched.preemption.preemptions_for for `waiting` ((job, plans) pairs), never stopping
+        a job in `stopped`; `priced` as there (default: each job's plans, kept across calls)."""
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        # stopping others for a job is spending on its time: a job ranked by cost is not served so
-        return preemptions_for(state, pool, [(job, plans) for job, plans, _ in waiting if job.buys_time], now,
-                               lambda j, plans: self._priced(j, plans, pool), latest, stopped,
-                               unsplit=self.price_splits, min_run_s=self._restart_s)
+        return preemptions_for(state, pool, waiting, now, priced or (lambda j, plans: self._priced(j, plans, pool)),
+                               latest, stopped, unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _preempted_for_faster(self, state, pool: FreePool, releases: Releases | None, job: QueuedJob,
                               plans: Sequence[PlanChoice], rank: int, run_now_s: float, now: float,
@@ -322,12 +324,9 @@ class HeterogeneityAwareScheduler:
         faster = [c for c in plans[:rank] if run_now_s > 2 * self._run_s(job, c, pool) + self._restart_s]
         if not faster:
             return []
-        latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        _, shortest = self._priced(job, plans, pool)
-        priced = (tuple(self._run_s(job, c, pool) for c in faster), shortest)
-        stopped = {d.job_id for d in decided} | movers.keys()
-        return preemptions_for(state, pool, [(job, faster)], now, lambda j, p: priced, latest, stopped,
-                               unsplit=self.price_splits, min_run_s=self._restart_s)
+        priced = (tuple(self._run_s(job, c, pool) for c in faster), self._priced(job, plans, pool)[1])
+        return self._preemptions(state, pool, releases, [(job, faster)], now,
+                                 {d.job_id for d in decided} | movers.keys(), lambda j, p: priced)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
                  now: float) -> list[Decision]:
