@@ -67,3 +67,72 @@ def test_simulate_runs_on_a_gpu_type_and_price_from_a_user_catalog(trace_csv, tm
     (run,) = json.loads(out.read_text())["policies"]
     assert run["finished"] == 6
     assert run["cost_usd"] == pytest.approx(run["gpu_hours"] * 1.25)  # the user's price, the only type's
+
+
+def _canonical_trace(path, *rows):
+    header = "job_id,submit_time_s,model,global_batch,seq_len,steps,precision,method,requested_gpus,requested_gpu_type,user"
+    path.write_text("\n".join([header, "a,0,gpt2,8,512,100,fp16-mixed,full,1,,u", *rows]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("row, says", [
+    ("b,nan,gpt2,8,512,100,fp16-mixed,full,1,,u", "job b: submit_time_s must be a number of seconds"),
+    ("b,inf,gpt2,8,512,100,fp16-mixed,full,1,,u", "job b: submit_time_s must be a number of seconds"),
+    ("b,1e300,gpt2,8,512,100,fp16-mixed,full,1,,u", "got 1e+300"),
+    ("b,10,gpt2,8,512,100,fp16-mixed,full,inf,,u", "expected a whole number, got 'inf'"),
+    ("b,10,gpt2,8,100000,100,fp16-mixed,full,1,,u", "job b: sequence length 100000 exceeds"),
+])
+def test_a_trace_row_out_of_range_is_a_user_error_naming_the_job(tmp_path, row, says):
+    # NaN and infinite submit times stalled the event loop (a NaN never compares <= now) instead of failing
+    trace = _canonical_trace(tmp_path / "t.csv", row)
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "testbed", "--policy", "frenzy"])
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_public_trace_rows_with_non_finite_times_are_user_errors(tmp_path):
+    philly = tmp_path / "p.csv"
+    philly.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66,1,66,x\n"
+                      "2017-10-09 07:02:55,inf,1,66,x\n")
+    elasticflow = tmp_path / "e.csv"
+    elasticflow.write_text("job_id,submission_time,duration,num_gpu\nx,0,600,1\ny,5,nan,1\n")
+    for trace, says in ((philly, "job philly-1: duration must be"), (elasticflow, "job y: duration must be")):
+        result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "testbed", "--policy", "fifo"])
+        assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_a_job_that_would_run_past_the_clock_stops_the_run_with_a_user_error(tmp_path):
+    from frenzy.sim.trace import MAX_TIME_S
+
+    trace = _canonical_trace(tmp_path / "t.csv", "b,10,gpt2,8,512,1000000000000000000,fp16-mixed,full,1,,u")
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--cluster", "testbed", "--policy", "fifo"])
+    assert result.exit_code == 2, result.output
+    assert "job b (1e+18 steps left" in result.output and f"past the simulator's {MAX_TIME_S:.4g} s" in result.output
+
+
+@pytest.mark.parametrize("scale, says", [("0", "arrival scale must be a number > 0, got 0.0"),
+                                         ("nan", "arrival scale must be a number > 0, got nan"),
+                                         ("inf", "arrival scale must be a number > 0, got inf"),
+                                         ("1e300", "puts the last arrival at")])
+def test_an_arrival_scale_outside_the_clock_is_a_user_error(trace_csv, scale, says):
+    # 0 used to fall back to 1 silently; infinity made every submit time NaN and Gavel's rounds grew without end
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
+                                      "--policy", "fifo", "--arrival-scale", scale])
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_a_folder_given_as_a_file_is_a_user_error(trace_csv):
+    for args in (["--trace", str(trace_csv.parent), "--cluster", "testbed"],
+                 ["--trace", str(trace_csv), "--cluster", str(trace_csv.parent)]):
+        result = CliRunner().invoke(app, ["simulate", *args, "--policy", "fifo"])
+        assert result.exit_code == 2 and "Is a directory" in result.output and "internal error" not in result.output
+
+
+def test_gavels_solver_prints_nothing_on_stdout():
+    # HiGHS prints its banner from C++ when highspy builds a solver, before output can be turned off;
+    # on stdout it broke `frenzy simulate --json`'s document
+    import subprocess
+    import sys
+
+    code = "from frenzy.sched.maxmin import MaxMinLp; MaxMinLp([8.0, 8.0])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout == ""

@@ -156,6 +156,9 @@ def _unexpected(exc: Exception) -> int:
     if package and not package.startswith("frenzy"):
         return _report_exit(f"this command needs the Python package '{package.partition('.')[0]}', which is "
                             "not installed", _install_hint(package), FAILURE_EXIT)
+    if isinstance(exc, OSError) and exc.filename is not None:  # a path given that is a folder, unreadable...
+        return _report_exit(f"cannot use {exc.filename}: {exc.strerror or exc}",
+                            f"check the paths given to `{_State.command}`", USAGE_EXIT)
     return _report_exit(f"internal error: {type(exc).__name__}: {exc}",
                         f"set {DEBUG_ENV}=1 to see the traceback and report it", FAILURE_EXIT)
 

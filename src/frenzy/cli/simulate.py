@@ -86,12 +86,14 @@ def simulate(
     console.print(f"{len(jobs)} jobs on {spec.name} ({spec.total_gpus} GPUs: "
                   + ", ".join(f"{n} {t}" for t, n in spec.gpus_by_type().items()) + ")")
     offered = load_line["offered_load"]
-    console.print(f"offered load {'unbounded (all jobs arrive at once)' if offered is None else f'{offered:.2f}'} "
+    shown = "unbounded (all jobs arrive at once)" if offered is None else \
+        f"{offered:.2f}" if offered < 1e4 else f"{offered:.3g}"  # a tiny --arrival-scale: no 300-digit number
+    console.print(f"offered load {shown} "
                   f"(arrival scale {load_line['arrival_scale']:.4g}; requested GPU-hours per cluster GPU-hour "
                   "while jobs arrive, docs/SIMULATOR.md)")
     try:
         wrap, audits = _quotas(teams, jobs, spec)
-    except (*USER_ERRORS, FileNotFoundError) as exc:
+    except (*USER_ERRORS, OSError) as exc:
         raise fail(str(exc), "fix the teams file (docs/QUOTAS.md) or pass --teams users") from None
     results, report = _run(spec, jobs, names, config, console, wrap)
     from frenzy.sim.runner import comparison_rows
@@ -134,14 +136,15 @@ def _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs, arrival_s
         jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
         if not jobs:
             raise ValueError(f"trace {trace} has no jobs in the selected range")
-        hint = "give either --arrival-scale or --load, each > 0"
+        hint = "check that job's row of the trace, and give either --arrival-scale or --load, each > 0"
         if arrival_scale is not None and load is not None:
             raise ValueError("--arrival-scale and --load both set the arrival scale; give one of them")
-        scale = arrival_scale_for_load(jobs, spec.total_gpus, load) if load is not None else arrival_scale or 1.0
+        scale = arrival_scale_for_load(jobs, spec.total_gpus, load) if load is not None else \
+            1.0 if arrival_scale is None else arrival_scale
         jobs = scale_arrivals(jobs, scale) if scale != 1.0 else jobs
         offered = offered_load(jobs, spec.total_gpus) if len(jobs) > 1 and \
             jobs[-1].submit_time_s > jobs[0].submit_time_s else None  # one instant: no arrival window
-    except (*USER_ERRORS, FileNotFoundError) as exc:
+    except (*USER_ERRORS, OSError) as exc:
         raise fail(str(exc), hint) from None
     return spec, jobs, names, config, {"offered_load": offered, "arrival_scale": scale}
 
@@ -164,6 +167,7 @@ def _quotas(teams: Optional[str], jobs, cluster):
 def _run(spec, jobs, names, config, console, wrap=None):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from frenzy.sim.engine import BeyondClockError
     from frenzy.sim.runner import prepare, run_all, unrunnable_report
 
     sims = prepare(spec, jobs, names, config, wrap)
@@ -177,7 +181,10 @@ def _run(spec, jobs, names, config, console, wrap=None):
         def tick(name, done, total, now):
             progress.update(tasks[name], completed=done, total=total, t=f"sim {now / 3600:,.1f} h")
 
-        results = run_all(sims, on_progress=tick)
+        try:
+            results = run_all(sims, on_progress=tick)
+        except BeyondClockError as exc:
+            raise fail(str(exc), "fix or drop that job's row of the trace") from None
     return results, report
 
 

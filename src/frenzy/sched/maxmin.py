@@ -25,6 +25,10 @@ scratch on every call).
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+from contextlib import contextmanager
 from typing import Hashable, Sequence
 
 import numpy as np
@@ -43,10 +47,33 @@ def _highs():
         raise ImportError("Gavel's LP needs the highspy package, a dependency of frenzy: "
                           "`pip install -e .` (or `pip install highspy`) installs it") from None
 
-    h = highspy.Highs()
+    with _stdout_to_devnull():
+        h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("random_seed", 0)
     return h
+
+
+_STDOUT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _stdout_to_devnull():
+    """File descriptor 1 pointed at the null device meanwhile. highspy's Highs() prints HiGHS' banner
+    from C++ before any option can turn output off, and on stdout it would corrupt what a command
+    prints there (`frenzy simulate --json`'s document). The lock keeps two constructions from
+    interleaving their swaps."""
+    with _STDOUT_LOCK:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
 
 
 class MaxMinLp:

@@ -43,7 +43,7 @@ from frenzy.sim import admission, truth
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.jobs import Run, SimJob, after_oom
 from frenzy.sim.result import SimResult
-from frenzy.sim.trace import TraceJob
+from frenzy.sim.trace import MAX_TIME_S, TraceJob
 
 ARRIVAL, END, ROUND = 0, 1, 2
 MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
@@ -71,6 +71,10 @@ def _frontier(spec: JobSpec, ranked: list, widest: dict[str, int]) -> tuple:
 
 class SimulationError(FrenzyError):
     """A policy decision the cluster cannot carry out (over-allocation, a split TP group)."""
+
+
+class BeyondClockError(FrenzyError):
+    """A job the trace describes would run past the simulator's clock (frenzy.sim.trace.MAX_TIME_S)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,6 +318,10 @@ class Simulator:
         if step_s is None:
             step_s = self._step_cache[key] = step_time(job.spec, d.choice.plan, gpu, nodes=len(d.allocation)).total_s
         finish = now + startup + job.remaining_steps * step_s
+        if not finish <= MAX_TIME_S:  # NaN too
+            raise BeyondClockError(f"job {d.job_id} ({job.remaining_steps:,} steps left at {step_s:.3g} s each on "
+                                  f"{len(d.allocation)} node(s) of {gpu_name}) would end at {finish:.4g} s, past the "
+                                  f"simulator's {MAX_TIME_S:.4g} s (~285 years); check its steps in the trace")
         end = now + startup if oom else finish
         job.run = Run(d.choice, d.allocation, now, now + startup, step_s, end, oom, gpu)
         job.first_start_s = now if job.first_start_s is None else job.first_start_s

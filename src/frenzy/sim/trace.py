@@ -12,6 +12,7 @@ frenzy.sim.workload turns each into one by a documented, seeded mapping.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,16 @@ CANONICAL_COLUMNS = ("job_id", "submit_time_s", "model", "global_batch", "seq_le
                      "method", "requested_gpus", "requested_gpu_type", "user")
 FORMATS = ("auto", "frenzy", "elasticflow", "philly")
 ANY_GPU_TYPE = "any"  # requested_gpu_type of a job that takes whatever type it is given
+# The simulator's clock is float seconds: up to 2^53 microseconds (~285 years) a sum of times is still
+# exact to the microsecond. A trace, an arrival scale or a job whose times go beyond it is refused.
+MAX_TIME_S = 2.0 ** 53 * 1e-6
+
+
+def check_seconds(value: float, what: str) -> None:
+    """Raise a ValueError unless `value` is a number of seconds in [0, MAX_TIME_S] (NaN and infinity
+    included: either would stall the simulator's clock)."""
+    if not 0 <= value <= MAX_TIME_S:
+        raise ValueError(f"{what} must be a number of seconds in [0, {MAX_TIME_S:.4g}] (~285 years), got {value}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +56,7 @@ class TraceJob:
         if self.requested_gpu_type is not None:
             object.__setattr__(self, "requested_gpu_type",
                                gpu_name(self.requested_gpu_type, f"job {self.job_id}'s requested_gpu_type"))
-        if self.submit_time_s < 0:
-            raise ValueError(f"job {self.job_id}: submit_time_s must be >= 0")
+        check_seconds(self.submit_time_s, f"job {self.job_id}: submit_time_s")
         for name in ("global_batch", "seq_len", "steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"job {self.job_id}: {name} must be >= 1, got {getattr(self, name)}")
@@ -67,9 +77,18 @@ class RawJob:
     batch_size: int = 0  # ElasticFlow's per-job batch size (ef format)
     user: str = ""
 
+    def __post_init__(self):
+        check_seconds(self.submit_time_s, f"job {self.job_id}: submission time (from the trace's first)")
+        check_seconds(self.duration_s, f"job {self.job_id}: duration")
+
 
 def _opt_int(text: str) -> int | None:
-    return int(float(text)) if text not in ("", None) else None
+    if text in ("", None):
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"expected a whole number, got {text!r}")
+    return int(value)
 
 
 def read_frenzy_csv(path: Path) -> list[TraceJob]:

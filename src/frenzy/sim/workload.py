@@ -26,13 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from frenzy.core.errors import FrenzyError
 from frenzy.core.hf_config import load_model
 from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.sched.configs import config_choice, peak_bytes
 from frenzy.sim import truth
-from frenzy.sim.trace import (FORMAT_COLUMNS, RawJob, TraceJob, check_format, detect_format, read_elasticflow,
-                              read_frenzy_csv, read_philly)
+from frenzy.sim.trace import (FORMAT_COLUMNS, MAX_TIME_S, RawJob, TraceJob, check_format, detect_format,
+                              read_elasticflow, read_frenzy_csv, read_philly)
 from frenzy.core import catalog
 
 REFERENCE_GPU = "V100-SXM-32G"  # Philly and Microsoft ITP (ElasticFlow) ran P100/V100-class GPUs
@@ -153,8 +154,12 @@ def _shift(job: TraceJob, start: float) -> TraceJob:
 def scale_arrivals(jobs: list[TraceJob], factor: float) -> list[TraceJob]:
     """Multiply every submit time by `factor` (< 1 compresses the trace: a trace recorded on a big
     cluster offers a comparable load to a small one). Durations are untouched."""
-    if factor <= 0:
-        raise ValueError(f"arrival scale must be > 0, got {factor}")
+    if not 0 < factor < math.inf:
+        raise ValueError(f"arrival scale must be a number > 0, got {factor}")
+    last = max((j.submit_time_s for j in jobs), default=0.0) * factor
+    if last > MAX_TIME_S:
+        raise ValueError(f"arrival scale {factor:.4g} puts the last arrival at {last:.4g} s, past the simulator's "
+                         f"{MAX_TIME_S:.4g} s (~285 years); use a smaller scale")
     from dataclasses import replace
     return [replace(j, submit_time_s=j.submit_time_s * factor) for j in jobs]
 
@@ -191,7 +196,12 @@ def offered_load(jobs: list[TraceJob], total_gpus: int) -> float:
     if span <= 0:
         raise ValueError("every job arrives at the same instant: the offered load is unbounded; "
                          "use --arrival-scale, not --load")
-    work = sum((j.requested_gpus or 1) * reference_duration_s(j) for j in jobs)
+    work = 0.0
+    for j in jobs:
+        try:
+            work += (j.requested_gpus or 1) * reference_duration_s(j)
+        except (FrenzyError, ValueError) as exc:
+            raise ValueError(f"job {j.job_id}: {exc}") from exc
     return work / (total_gpus * span)
 
 
