@@ -1,6 +1,7 @@
 """Trace formats, the LLM workload mapping, and the built-in clusters."""
 
 import csv
+import re
 
 import pytest
 
@@ -125,3 +126,28 @@ def test_a_jobs_random_draws_are_those_of_numpy_seeded_with_the_seed_and_its_ids
         drawn = job_rng(seed, job_id)
         assert drawn.normal(0, 0.75) == expected.normal(0, 0.75)
         assert drawn.integers(1 << 30, size=8).tolist() == expected.integers(1 << 30, size=8).tolist()
+
+
+@pytest.mark.parametrize("group, says", [
+    ("gpus_per_node: 8.5, count: 2", "node group 1, gpus_per_node: input should be a valid integer"),
+    ("gpus_per_node: 8, count: 2, inter_node_gbit_s: .nan", "node group 1, inter_node_gbit_s: input should be a finite"),
+    ("gpus_per_node: 8, count: 2, host_memory_gib: .inf", "node group 1, host_memory_gib: input should be a finite"),
+    ("gpus_per_node: 8, count: 0", "node group 1, count: input should be greater than or equal to 1"),
+    ("gpus_per_node: 8, count: 2, stands_for: [1, 2]", "node group 1, stands_for: input should be a valid string"),
+    ("gpus_per_node: 8, count: 125001", "has 1,000,008 GPUs; the simulator takes at most 1,000,000"),
+])
+def test_cluster_yaml_fields_are_checked_and_every_bad_one_named(tmp_path, group, says):
+    # before, 8.5 GPUs per node ran, NaN and infinity failed as internal errors, and 10^8 nodes were built
+    path = tmp_path / "c.yaml"
+    path.write_text(f"name: c\nnodes:\n  - {{gpu_type: A100-SXM-80G, {group}}}\n")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        load_cluster(str(path))
+
+
+def test_a_cluster_yaml_that_is_not_yaml_or_asks_for_python_objects_is_a_value_error(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("nodes: !!python/object/apply:os.system ['echo x']\n")
+    with pytest.raises(ValueError, match="is not valid YAML"):
+        load_cluster(str(path))
+    with pytest.raises(ValueError, match="simulator takes at most 1,000,000"):
+        load_cluster("sia-64@99999999999")

@@ -10,7 +10,8 @@ YAML format (units in the key names):
         host_memory_gib: 192      # optional
         inter_node_gbit_s: 100    # optional, per node; default 200
         stands_for: T4            # optional: the source's name when a stand-in type is used
-Built-in specs live in frenzy/sim/clusters/*.yaml and are loaded by name.
+Built-in specs live in frenzy/sim/clusters/*.yaml and are loaded by name. A file is checked by a
+pydantic model of it (`_ClusterFile`), the boundary where a file format is read.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from frenzy.core import catalog
 from frenzy.core.errors import InvalidConfigError, UnknownNameError
@@ -30,6 +33,9 @@ from frenzy.core.units import GiB
 from frenzy.sched.types import NodeState
 
 DEFAULT_INTER_NODE_GBIT_S = DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S * 8 / 1e9  # the catalog's NIC unless a group says
+# Ten times the largest clusters built so far (~100,000 GPUs): a bound on what one file may make the
+# simulator allocate, not a limit any real cluster meets.
+MAX_CLUSTER_GPUS = 1_000_000
 _CLUSTERS = resources.files("frenzy.sim") / "clusters"  # package data, not a package
 
 
@@ -70,6 +76,9 @@ class ClusterSpec:
     def __post_init__(self):
         if not self.groups:
             raise ValueError(f"cluster {self.name} has no nodes; add at least one node group")
+        if self.total_gpus > MAX_CLUSTER_GPUS:
+            raise ValueError(f"cluster {self.name} has {self.total_gpus:,} GPUs; the simulator takes at most "
+                             f"{MAX_CLUSTER_GPUS:,} (it keeps every node in memory)")
 
     @property
     def total_gpus(self) -> int:
@@ -123,29 +132,58 @@ class ClusterSpec:
                               sort_keys=False, width=100)
 
 
-def parse_cluster(data: dict, default_name: str = "cluster", source: str = "") -> ClusterSpec:
-    if not isinstance(data, dict) or not data.get("nodes"):
-        raise ValueError("a cluster YAML needs a 'nodes:' list of {gpu_type, gpus_per_node, count}")
-    groups = []
-    for i, row in enumerate(data["nodes"], 1):
-        unknown = set(row) - {"gpu_type", "gpus_per_node", "count", "host_memory_gib", "inter_node_gbit_s",
-                              "stands_for"}
-        if unknown:
-            raise ValueError(f"unknown node-group keys {sorted(unknown)}; allowed: gpu_type, gpus_per_node, "
-                             "count, host_memory_gib, inter_node_gbit_s, stands_for")
-        missing = {"gpu_type", "gpus_per_node", "count"} - set(row)
-        if missing:
-            raise ValueError(f"cluster {source or default_name}, node group {i} lacks {sorted(missing)}; each group "
-                             "needs gpu_type, gpus_per_node and count")
-        groups.append(NodeGroup(
-            gpu_type=gpu_name(str(row["gpu_type"]), f"cluster {source or default_name}, node group {i}"),
-            gpus_per_node=int(row["gpus_per_node"]), count=int(row["count"]),
-            host_memory_bytes=int(float(row.get("host_memory_gib", 0)) * GiB),
-            inter_node_bandwidth_bytes_s=float(row.get("inter_node_gbit_s", DEFAULT_INTER_NODE_GBIT_S)) * 1e9 / 8,
-            stands_for=str(row.get("stands_for", "")),
-        ))
-    return ClusterSpec(name=str(data.get("name", default_name)), groups=tuple(groups),
-                       description=str(data.get("description", "")))
+class _GroupRow(BaseModel):
+    """One node group as written in a cluster YAML (the module docstring has the format)."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu_type: str
+    gpus_per_node: int = Field(ge=1)
+    count: int = Field(ge=1)
+    host_memory_gib: float = Field(0.0, ge=0, allow_inf_nan=False)
+    inter_node_gbit_s: float = Field(DEFAULT_INTER_NODE_GBIT_S, gt=0, allow_inf_nan=False)
+    stands_for: str = ""
+
+    @field_validator("gpu_type", "stands_for", mode="before")
+    @classmethod
+    def _numbers_are_names(cls, value):
+        # YAML reads an unquoted name such as 4090 as an int; it is still a name.
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Optional[str] = None
+    description: str = ""
+    nodes: list[_GroupRow] = Field(min_length=1)
+
+
+def _problem(error: dict) -> str:
+    """A pydantic error as 'where: what is wrong', in the file's own terms."""
+    loc = error["loc"]
+    where = f"node group {loc[1] + 1}" + (f", {loc[2]}" if len(loc) > 2 else "") \
+        if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int) else ".".join(map(str, loc))
+    if error["type"] == "extra_forbidden":
+        allowed = _GroupRow.model_fields if len(loc) > 2 else _ClusterFile.model_fields
+        return f"{where}: unknown key (allowed: {', '.join(allowed)})"
+    return f"{where}: {error['msg'].lower()}"
+
+
+def parse_cluster(data: object, default_name: str = "cluster", source: str = "") -> ClusterSpec:
+    """A ClusterSpec from a cluster YAML's content; a ValueError naming every bad field."""
+    origin = source or default_name
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise ValueError(f"cluster {origin}: a cluster YAML needs a 'nodes:' list of {{gpu_type, gpus_per_node, "
+                         "count}")
+    try:
+        spec = _ClusterFile.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"cluster {origin}: " + "; ".join(_problem(e) for e in exc.errors())) from None
+    groups = tuple(NodeGroup(gpu_type=gpu_name(row.gpu_type, f"cluster {origin}, node group {i}"),
+                             gpus_per_node=row.gpus_per_node, count=row.count,
+                             host_memory_bytes=int(row.host_memory_gib * GiB),
+                             inter_node_bandwidth_bytes_s=row.inter_node_gbit_s * 1e9 / 8, stands_for=row.stands_for)
+                   for i, row in enumerate(spec.nodes, 1))
+    return ClusterSpec(name=spec.name or default_name, groups=groups, description=spec.description)
 
 
 def builtin_cluster_names() -> list[str]:
@@ -181,7 +219,11 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
         if not path.exists():
             raise FileNotFoundError(f"cluster file {path} not found; pass a built-in name "
                                     f"({', '.join(builtin_cluster_names())}) or an existing YAML path")
-        return parse_cluster(yaml.safe_load(path.read_text()), path.stem, str(path))
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"cluster file {path} is not valid YAML ({exc})") from None
+        return parse_cluster(data, path.stem, str(path))
     names = builtin_cluster_names()
     if name_or_path not in names:
         raise UnknownNameError("cluster", name_or_path, difflib.get_close_matches(name_or_path, names, n=3),
