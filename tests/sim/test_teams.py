@@ -28,6 +28,12 @@ def test_teams_file_is_read_with_canonical_gpu_names(tmp_path):
     ("teams:\n  red:\n    quota: {T4: -1}\n", ["team red", "whole number"]),
     ("teams:\n  a:\n    users: [u]\n  b:\n    users: [u]\n", ["user u is in teams a and b"]),
     ("nothing: 1\n", ["expected `teams:`"]),
+    # before pydantic read the file: a string of users was split into letters, a mapping became a user's
+    # name, and YAML that does not parse was an internal error
+    ("teams:\n  red:\n    users: abc\n", ["teams.red.users: input should be a valid list"]),
+    ("teams:\n  red:\n    users: [{x: 1}]\n", ["teams.red.users.0"]),
+    ("teams:\n  red:\n    quota: {T4: 4}\n    user: [u]\n", ["teams.red.user: extra inputs are not permitted"]),
+    ("teams: [\n", ["cannot read the teams file"]),
 ])
 def test_a_bad_teams_file_says_what_to_change(tmp_path, text, words):
     path = tmp_path / "teams.yaml"

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from frenzy.sched.quotas import DEFAULT_TEAM, QuotaScheduler, Teams, canonical_quota
 from frenzy.sched.registry import Policy
@@ -44,31 +46,49 @@ class TeamsSpec:
         return Teams(quotas=self.quotas, team_of={j.job_id: self.team_of(j) for j in jobs})
 
 
+# YAML reads an unquoted name such as a hex user 123456 or a GPU alias 4090 as an int; it is still a name.
+_Name = Union[StrictStr, StrictInt]
+
+
+class _TeamEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    quota: dict[_Name, object] = {}  # values checked by frenzy.sched.quotas.canonical_quota
+    users: list[_Name] = []
+
+
+class _TeamsFile(BaseModel):
+    """A teams file (see the module's docstring), the boundary where pydantic checks it."""
+
+    model_config = ConfigDict(extra="forbid")
+    teams: dict[_Name, _TeamEntry] = Field(min_length=1)
+
+
 def load_teams(path: str | Path) -> TeamsSpec:
-    """A teams file (see the module's docstring); errors name the team and what to change."""
+    """A teams file (see the module's docstring); errors name the file, the team and what to change."""
     import yaml
 
     path = Path(path)
     try:
         text = path.read_text()
-    except OSError as exc:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # json's errors are ValueErrors
         raise ValueError(f"cannot read the teams file {path}: {exc}") from None
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    teams = (data or {}).get("teams") if isinstance(data, dict) else None
-    if not isinstance(teams, dict) or not teams:
-        raise ValueError(f"{path}: expected `teams:` mapping each team to its quota and users")
+    try:
+        teams = _TeamsFile.model_validate(data).teams
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg'].lower()}" for e in exc.errors())
+        raise ValueError(f"{path}: {problems} (expected `teams:` mapping each team to its quota and users)") from None
     quotas, members = {}, {}
     for name, entry in teams.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("quota", {}), dict):
-            raise ValueError(f"{path}: team {name}: give `quota: {{GPU type: GPUs}}` and `users: [...]`")
+        name = str(name)
         try:
-            quotas[str(name)] = canonical_quota(entry.get("quota") or {})
+            quotas[name] = canonical_quota({str(gpu): n for gpu, n in entry.quota.items()})
         except (ValueError, KeyError) as exc:
             raise ValueError(f"{path}: team {name}: {exc}") from None
-        for user in entry.get("users") or []:
-            if str(user) in members:
-                raise ValueError(f"{path}: user {user} is in teams {members[str(user)]} and {name}; a user is in one")
-            members[str(user)] = str(name)
+        for user in map(str, entry.users):
+            if user in members:
+                raise ValueError(f"{path}: user {user} is in teams {members[user]} and {name}; a user is in one")
+            members[user] = name
     return TeamsSpec(quotas=quotas, members=members)
 
 
