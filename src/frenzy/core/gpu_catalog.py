@@ -24,10 +24,10 @@ FLOP_FORMATS = ("bf16", "fp16", "tf32", "fp32")
 class _PeakFlops(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # 0 means "the GPU lacks this format" (bf16, tf32 before Ampere); fp16 and fp32 every GPU has.
-    bf16: Optional[float] = Field(None, ge=0)
-    fp16: Optional[float] = Field(None, gt=0)
-    tf32: Optional[float] = Field(None, ge=0)
-    fp32: Optional[float] = Field(None, gt=0)
+    bf16: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    fp16: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    tf32: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    fp32: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
 
 
 class GpuRow(BaseModel):
@@ -39,12 +39,12 @@ class GpuRow(BaseModel):
     aliases: list[str] = []
     memory_bytes: Optional[int] = Field(None, gt=0)
     peak_flops: Optional[_PeakFlops] = None
-    hbm_bandwidth_bytes_s: Optional[float] = Field(None, gt=0)
+    hbm_bandwidth_bytes_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     intra_node_link: Optional[Literal["nvlink", "pcie", "xgmi"]] = None
-    intra_node_bandwidth_bytes_s: Optional[float] = Field(None, gt=0)
+    intra_node_bandwidth_bytes_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
     gpus_per_node: Optional[int] = Field(None, ge=1, le=64)
     supports_bf16: Optional[bool] = None
-    price_per_gpu_hour_usd: Optional[float] = Field(None, ge=0)
+    price_per_gpu_hour_usd: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
     source: Optional[str] = None
     note: Optional[str] = None
 
@@ -74,6 +74,8 @@ def _message(error: dict) -> str:
               "less_than": "< {lt:g}"}
     if kind in bounds:
         text = "must be " + bounds[kind].format(**ctx)
+    elif kind == "finite_number":
+        text = "must be a finite number"
     elif kind == "missing":
         text = "missing"
     elif kind == "extra_forbidden":

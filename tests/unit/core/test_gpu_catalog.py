@@ -142,6 +142,15 @@ def test_a_typo_in_a_field_name_is_reported_not_ignored(tmp_path):
         catalog.gpu_types()
 
 
+@pytest.mark.parametrize("field", ["hbm_bandwidth_bytes_s: .inf", "price_per_gpu_hour_usd: .nan",
+                                   "peak_flops: {fp16: .inf}"])
+def test_an_infinite_or_nan_figure_is_refused(tmp_path, field):
+    # an infinite HBM bandwidth divided by zero inside the step-time model: an internal error
+    catalog.use_gpu_catalog(write(tmp_path, f"- name: A100-SXM-40G\n  {field}\n"))
+    with pytest.raises(GpuCatalogError, match=r"row 1 \(name 'A100-SXM-40G'\): .*must be a finite number"):
+        catalog.gpu_types()
+
+
 def test_a_missing_file_says_what_to_change(tmp_path):
     result = run("gpus", "--gpu-catalog", tmp_path / "nope.yaml")
     assert result.exit_code == 2 and "pass an existing YAML file" in result.output
