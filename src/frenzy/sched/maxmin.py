@@ -64,8 +64,13 @@ def _stdout_to_devnull():
     prints there (`frenzy simulate --json`'s document). The lock keeps two constructions from
     interleaving their swaps."""
     with _STDOUT_LOCK:
-        sys.stdout.flush()
-        saved = os.dup(1)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # what Python holds for fd 1 goes out before it is pointed away
+        try:
+            saved = os.dup(1)
+        except OSError:  # no fd 1 (a daemon): nothing to protect
+            yield
+            return
         null = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(null, 1)
