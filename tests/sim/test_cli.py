@@ -136,3 +136,30 @@ def test_gavels_solver_prints_nothing_on_stdout():
     code = "from frenzy.sched.maxmin import MaxMinLp; MaxMinLp([8.0, 8.0])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout == ""
+
+
+def test_a_trace_file_that_is_no_clean_csv_is_a_user_error_naming_file_and_line(tmp_path):
+    # each of these was an internal error (csv.Error, TypeError, the simulator's duplicate check)
+    header = ("job_id,submit_time_s,model,global_batch,seq_len,steps,precision,method,requested_gpus,"
+              "requested_gpu_type,user")
+    cases = {"long.csv": (header + "\n" + "x" * 200_000 + ",0,gpt2,8,512,100,,,,,\n", "is not a CSV text file"),
+             "short.csv": (header + "\na,0,gpt2\n", "short.csv, line 2: no cell for global_batch, seq_len, steps"),
+             "twice.csv": (header + "\na,0,gpt2,8,512,100,,,,,\na,5,gpt2,8,512,100,,,,,\n",
+                           "job id 'a' is repeated")}
+    for name, (text, says) in cases.items():
+        (tmp_path / name).write_text(text)
+        result = CliRunner().invoke(app, ["simulate", "--trace", str(tmp_path / name), "--cluster", "testbed",
+                                          "--policy", "fifo"])
+        assert result.exit_code == 2 and says in result.output and "internal error" not in result.output, \
+            (name, result.output)
+    (tmp_path / "bytes.csv").write_bytes(b"\xff\xfe\x00garbage\n")
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(tmp_path / "bytes.csv"), "--cluster", "testbed"])
+    assert result.exit_code == 2 and "bytes.csv is not a CSV text file" in result.output
+
+
+def test_a_trace_saved_with_a_byte_order_mark_reads_as_without(trace_csv, tmp_path):
+    from frenzy.sim.trace import read_frenzy_csv
+
+    marked = tmp_path / "marked.csv"
+    marked.write_text(trace_csv.read_text(), encoding="utf-8-sig")  # as spreadsheets save CSV
+    assert read_frenzy_csv(marked) == read_frenzy_csv(trace_csv)

@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
+from frenzy.core.errors import InvalidConfigError
 from frenzy.core.training import Method, Precision
 from frenzy.sim.cluster import gpu_name
 
@@ -91,19 +93,39 @@ def _opt_int(text: str) -> int | None:
     return int(value)
 
 
+def _rows(path: Path, required: tuple[str, ...], parse: Callable[[dict], object]) -> list:
+    """parse(row) for every row of a CSV trace, in file order. A row lacking a cell of `required`, or
+    one `parse` refuses, is a ValueError naming the file and line; so is a file that is not CSV text.
+    A byte-order mark (spreadsheets write one) is not part of the first column's name."""
+    out = []
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            for row in reader:
+                where = f"{path}, line {reader.line_num}"
+                lacking = [c for c in required if row.get(c) is None]
+                if lacking:
+                    raise ValueError(f"{where}: no cell for {', '.join(lacking)}")
+                try:
+                    out.append(parse(row))
+                except (ValueError, TypeError, OverflowError) as exc:
+                    raise InvalidConfigError(f"{where}: {exc}") from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a CSV text file ({exc})") from None
+    return out
+
+
 def read_frenzy_csv(path: Path) -> list[TraceJob]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = set(CANONICAL_COLUMNS[:8]) - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path}: missing columns {sorted(missing)}; the header must be "
-                             + ",".join(CANONICAL_COLUMNS))
-        return [TraceJob(job_id=r["job_id"], submit_time_s=float(r["submit_time_s"]), model=r["model"],
-                         global_batch=int(r["global_batch"]), seq_len=int(r["seq_len"]), steps=int(r["steps"]),
-                         precision=r["precision"] or "fp16-mixed", method=r["method"] or "full",
-                         requested_gpus=_opt_int(r.get("requested_gpus", "")),
-                         requested_gpu_type=_gpu_type_cell(r.get("requested_gpu_type")), user=r.get("user") or None)
-                for r in reader]
+    missing = set(CANONICAL_COLUMNS[:8]) - _header(path)
+    if missing:
+        raise ValueError(f"{path}: missing columns {sorted(missing)}; the header must be "
+                         + ",".join(CANONICAL_COLUMNS))
+    return _rows(path, CANONICAL_COLUMNS[:8], lambda r: TraceJob(
+        job_id=r["job_id"], submit_time_s=float(r["submit_time_s"]), model=r["model"],
+        global_batch=int(r["global_batch"]), seq_len=int(r["seq_len"]), steps=int(r["steps"]),
+        precision=r["precision"] or "fp16-mixed", method=r["method"] or "full",
+        requested_gpus=_opt_int(r.get("requested_gpus", "")),
+        requested_gpu_type=_gpu_type_cell(r.get("requested_gpu_type")), user=r.get("user") or None))
 
 
 def _gpu_type_cell(text: str | None) -> str | None:
@@ -121,25 +143,35 @@ def write_frenzy_csv(jobs: list[TraceJob], path: Path) -> None:
 
 def read_elasticflow(path: Path) -> list[RawJob]:
     """Either ElasticFlow format; submission times are shifted so the first job arrives at 0."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return []
-    start = min(float(r["submission_time"]) for r in rows)
-    return [RawJob(job_id=r["job_id"], submit_time_s=float(r["submission_time"]) - start,
-                   duration_s=float(r["duration"]), num_gpus=int(r["num_gpu"]), dl_model=r.get("model_name", ""),
-                   batch_size=int(r.get("batch_size") or 0)) for r in rows]
+    rows = _rows(path, ("job_id", "submission_time", "duration", "num_gpu"), lambda r: (r, float(r["submission_time"])))
+    start = min((t for _, t in rows), default=0.0)
+    return _rows_as(path, rows, lambda r, t, _: RawJob(
+        job_id=r["job_id"], submit_time_s=t - start, duration_s=float(r["duration"]), num_gpus=int(r["num_gpu"]),
+        dl_model=r.get("model_name") or "", batch_size=int(r.get("batch_size") or 0)))
 
 
 def read_philly(path: Path) -> list[RawJob]:
     """Philly as preprocessed by the Sia artifact; rows are sorted by time, ids are row numbers."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    stamps = [datetime.fromisoformat(r["timestamp"]).timestamp() for r in rows]
-    start = min(stamps, default=0.0)
-    jobs = [RawJob(job_id=f"philly-{i}", submit_time_s=t - start, duration_s=float(r["duration"]),
-                   num_gpus=int(r["num_gpus"]), user=r["cluster"]) for i, (r, t) in enumerate(zip(rows, stamps))]
+    rows = _rows(path, ("timestamp", "duration", "num_gpus"),
+                 lambda r: (r, datetime.fromisoformat(r["timestamp"]).timestamp()))
+    start = min((t for _, t in rows), default=0.0)
+    jobs = _rows_as(path, rows, lambda r, t, i: RawJob(
+        job_id=f"philly-{i}", submit_time_s=t - start, duration_s=float(r["duration"]),
+        num_gpus=int(r["num_gpus"]), user=r.get("cluster") or ""))
     return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
+
+
+def _rows_as(path: Path, rows: list[tuple[dict, float]],
+             build: Callable[[dict, float, int], RawJob]) -> list[RawJob]:
+    """build(row, its time, its index) for rows `_rows` read; a row it refuses is a ValueError naming
+    the file and the row (the first after the header is row 1), as in `_rows`."""
+    out = []
+    for index, (row, t) in enumerate(rows):
+        try:
+            out.append(build(row, t, index))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InvalidConfigError(f"{path}, row {index + 1}: {exc}") from None
+    return out
 
 
 # The columns that identify each trace format (the canonical one needs more to be read: CANONICAL_COLUMNS).
@@ -149,8 +181,11 @@ FORMAT_COLUMNS = {"frenzy": {"submit_time_s", "model", "steps"},
 
 
 def _header(path: Path) -> set[str]:
-    with open(path, newline="") as f:
-        return set(next(csv.reader(f), []))
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return set(next(csv.reader(f), []))
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a CSV text file ({exc})") from None
 
 
 def detect_format(path: Path) -> str:
