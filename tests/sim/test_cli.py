@@ -163,3 +163,10 @@ def test_a_trace_saved_with_a_byte_order_mark_reads_as_without(trace_csv, tmp_pa
     marked = tmp_path / "marked.csv"
     marked.write_text(trace_csv.read_text(), encoding="utf-8-sig")  # as spreadsheets save CSV
     assert read_frenzy_csv(marked) == read_frenzy_csv(trace_csv)
+
+
+def test_a_policy_named_twice_runs_once(trace_csv):
+    result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed", "--max-jobs", "4",
+                                      "--policy", "fifo, fifo,frenzy,fifo", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [p["policy"] for p in json.loads(result.stdout)["policies"]] == ["fifo", "frenzy"]

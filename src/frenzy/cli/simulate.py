@@ -121,7 +121,7 @@ def _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs, arrival_s
     hint = "`frenzy simulate --help` lists the options"
     try:
         hint = "choose policies from: frenzy, sia, gavel, opportunistic, fifo"
-        names = [p.strip() for p in policy.split(",") if p.strip()]
+        names = list(dict.fromkeys(p.strip() for p in policy.split(",") if p.strip()))  # each policy once
         if not names:
             raise ValueError("--policy names no policy")
         for name in names:
