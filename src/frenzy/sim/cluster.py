@@ -132,6 +132,11 @@ class ClusterSpec:
                               sort_keys=False, width=100)
 
 
+def _number_as_name(value):
+    # YAML reads an unquoted name such as 4090 as an int; it is still a name.
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
 class _GroupRow(BaseModel):
     """One node group as written in a cluster YAML (the module docstring has the format)."""
 
@@ -143,11 +148,7 @@ class _GroupRow(BaseModel):
     inter_node_gbit_s: float = Field(DEFAULT_INTER_NODE_GBIT_S, gt=0, allow_inf_nan=False)
     stands_for: str = ""
 
-    @field_validator("gpu_type", "stands_for", mode="before")
-    @classmethod
-    def _numbers_are_names(cls, value):
-        # YAML reads an unquoted name such as 4090 as an int; it is still a name.
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    _names = field_validator("gpu_type", "stands_for", mode="before")(_number_as_name)
 
 
 class _ClusterFile(BaseModel):
@@ -155,6 +156,8 @@ class _ClusterFile(BaseModel):
     name: Optional[str] = None
     description: str = ""
     nodes: list[_GroupRow] = Field(min_length=1)
+
+    _names = field_validator("name", "description", mode="before")(_number_as_name)
 
 
 def _problem(error: dict) -> str:
