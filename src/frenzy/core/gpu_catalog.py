@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from frenzy.core.errors import GpuCatalogError
 from frenzy.core.gpu import GpuType
+from frenzy.core.names import YamlName
 
 FLOP_FORMATS = ("bf16", "fp16", "tf32", "fp32")
 
@@ -35,8 +36,8 @@ class GpuRow(BaseModel):
     it depends on whether it overrides a bundled type, which only the merge knows."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1)
-    aliases: list[str] = []
+    name: YamlName = Field(min_length=1)
+    aliases: list[YamlName] = []
     memory_bytes: Optional[int] = Field(None, gt=0)
     peak_flops: Optional[_PeakFlops] = None
     hbm_bandwidth_bytes_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
@@ -47,14 +48,6 @@ class GpuRow(BaseModel):
     price_per_gpu_hour_usd: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
     source: Optional[str] = None
     note: Optional[str] = None
-
-    @field_validator("name", "aliases", mode="before")
-    @classmethod
-    def _numbers_are_names(cls, value):
-        # YAML reads an unquoted alias such as 4090 as an int; it is still a name.
-        if isinstance(value, list):
-            return [str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value]
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 REQUIRED = ("memory_bytes", "peak_flops", "hbm_bandwidth_bytes_s", "intra_node_link",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 
 def _model_token(key: str) -> str:
@@ -35,3 +38,13 @@ def closest_names(key: str, keys: list[str]) -> list[str]:
         if ratio >= (0.3 if tier else 0.7):
             scored.append((-tier, -ratio, candidate))
     return [candidate for *_, candidate in sorted(scored)][:8]
+
+
+def _int_as_text(value):
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A name in a YAML file (a GPU type or alias, a cluster, a team, a user): YAML reads an unquoted 4090 or
+# 123456 as an int, which is still that name. Other numbers are refused, since YAML changed their text
+# (1.5e+3 reads as 1500.0): such a name must be quoted.
+YamlName = Annotated[str, BeforeValidator(_int_as_text)]

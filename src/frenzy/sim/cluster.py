@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from frenzy.core import catalog
 from frenzy.core.errors import InvalidConfigError, UnknownNameError
 from frenzy.core.gpu import DEFAULT_INTER_NODE_BANDWIDTH_BYTES_S, GpuType
+from frenzy.core.names import YamlName
 from frenzy.core.units import GiB
 from frenzy.sched.types import NodeState
 
@@ -132,32 +133,23 @@ class ClusterSpec:
                               sort_keys=False, width=100)
 
 
-def _number_as_name(value):
-    # YAML reads an unquoted name such as 4090 as an int; it is still a name.
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
-
 class _GroupRow(BaseModel):
     """One node group as written in a cluster YAML (the module docstring has the format)."""
 
     model_config = ConfigDict(extra="forbid")
-    gpu_type: str
+    gpu_type: YamlName
     gpus_per_node: int = Field(ge=1)
     count: int = Field(ge=1)
     host_memory_gib: float = Field(0.0, ge=0, allow_inf_nan=False)
     inter_node_gbit_s: float = Field(DEFAULT_INTER_NODE_GBIT_S, gt=0, allow_inf_nan=False)
-    stands_for: str = ""
-
-    _names = field_validator("gpu_type", "stands_for", mode="before")(_number_as_name)
+    stands_for: YamlName = ""
 
 
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: Optional[str] = None
-    description: str = ""
+    name: Optional[YamlName] = None
+    description: YamlName = ""
     nodes: list[_GroupRow] = Field(min_length=1)
-
-    _names = field_validator("name", "description", mode="before")(_number_as_name)
 
 
 def _problem(error: dict) -> str:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence, Union
+from typing import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from frenzy.core.names import YamlName
 from frenzy.sched.quotas import DEFAULT_TEAM, QuotaScheduler, Teams, canonical_quota
 from frenzy.sched.registry import Policy
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
@@ -46,21 +47,17 @@ class TeamsSpec:
         return Teams(quotas=self.quotas, team_of={j.job_id: self.team_of(j) for j in jobs})
 
 
-# YAML reads an unquoted name such as a hex user 123456 or a GPU alias 4090 as an int; it is still a name.
-_Name = Union[StrictStr, StrictInt]
-
-
 class _TeamEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    quota: dict[_Name, object] = {}  # values checked by frenzy.sched.quotas.canonical_quota
-    users: list[_Name] = []
+    quota: dict[YamlName, object] = {}  # values checked by frenzy.sched.quotas.canonical_quota
+    users: list[YamlName] = []
 
 
 class _TeamsFile(BaseModel):
     """A teams file (see the module's docstring), the boundary where pydantic checks it."""
 
     model_config = ConfigDict(extra="forbid")
-    teams: dict[_Name, _TeamEntry] = Field(min_length=1)
+    teams: dict[YamlName, _TeamEntry] = Field(min_length=1)
 
 
 def load_teams(path: str | Path) -> TeamsSpec:
@@ -80,12 +77,11 @@ def load_teams(path: str | Path) -> TeamsSpec:
         raise ValueError(f"{path}: {problems} (expected `teams:` mapping each team to its quota and users)") from None
     quotas, members = {}, {}
     for name, entry in teams.items():
-        name = str(name)
         try:
-            quotas[name] = canonical_quota({str(gpu): n for gpu, n in entry.quota.items()})
+            quotas[name] = canonical_quota(entry.quota)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"{path}: team {name}: {exc}") from None
-        for user in map(str, entry.users):
+        for user in entry.users:
             if user in members:
                 raise ValueError(f"{path}: user {user} is in teams {members[user]} and {name}; a user is in one")
             members[user] = name
