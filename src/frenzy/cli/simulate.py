@@ -136,12 +136,15 @@ def _inputs(trace, cluster, policy, trace_format, max_jobs, skip_jobs, arrival_s
         jobs = load_trace(trace, trace_format, seed=seed, max_jobs=max_jobs, skip_jobs=skip_jobs)
         if not jobs:
             raise ValueError(f"trace {trace} has no jobs in the selected range")
-        hint = "check that job's row of the trace, and give either --arrival-scale or --load, each > 0"
+        hint = "give either --arrival-scale or --load, each > 0"
         if arrival_scale is not None and load is not None:
             raise ValueError("--arrival-scale and --load both set the arrival scale; give one of them")
+        hint = "check that job's row of the trace, or give --arrival-scale or --load, each > 0"  # --load reads rows
         scale = arrival_scale_for_load(jobs, spec.total_gpus, load) if load is not None else \
             1.0 if arrival_scale is None else arrival_scale
+        hint = "give either --arrival-scale or --load, each > 0"
         jobs = scale_arrivals(jobs, scale) if scale != 1.0 else jobs
+        hint = "check that job's row of the trace"
         offered = offered_load(jobs, spec.total_gpus) if len(jobs) > 1 and \
             jobs[-1].submit_time_s > jobs[0].submit_time_s else None  # one instant: no arrival window
     except (*USER_ERRORS, OSError) as exc:

@@ -93,25 +93,33 @@ def _opt_int(text: str) -> int | None:
     return int(value)
 
 
-def _rows(path: Path, required: tuple[str, ...], parse: Callable[[dict], object]) -> list:
-    """parse(row) for every row of a CSV trace, in file order. A row lacking a cell of `required`, or
-    one `parse` refuses, is a ValueError naming the file and line; so is a file that is not CSV text.
-    A byte-order mark (spreadsheets write one) is not part of the first column's name."""
-    out = []
+def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """(line, row) for every row of a CSV trace, in file order; a row lacking a cell of `required`, or a
+    file that is not CSV text, is a ValueError naming the file (and line). A byte-order mark
+    (spreadsheets write one) is not part of the first column's name."""
+    rows = []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             for row in reader:
-                where = f"{path}, line {reader.line_num}"
                 lacking = [c for c in required if row.get(c) is None]
                 if lacking:
-                    raise ValueError(f"{where}: no cell for {', '.join(lacking)}")
-                try:
-                    out.append(parse(row))
-                except (ValueError, TypeError, OverflowError) as exc:
-                    raise InvalidConfigError(f"{where}: {exc}") from None
+                    raise ValueError(f"{path}, line {reader.line_num}: no cell for {', '.join(lacking)}")
+                rows.append((reader.line_num, row))
     except (csv.Error, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not a CSV text file ({exc})") from None
+    return rows
+
+
+def _each(path: Path, rows: list[tuple[int, dict]], build: Callable[[dict, int], object]) -> list:
+    """build(row, its index) for each of `rows` (`_rows`); a row it refuses is an error
+    (InvalidConfigError, a ValueError) naming the file and line."""
+    out = []
+    for index, (line, row) in enumerate(rows):
+        try:
+            out.append(build(row, index))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InvalidConfigError(f"{path}, line {line}: {exc}") from None
     return out
 
 
@@ -120,7 +128,7 @@ def read_frenzy_csv(path: Path) -> list[TraceJob]:
     if missing:
         raise ValueError(f"{path}: missing columns {sorted(missing)}; the header must be "
                          + ",".join(CANONICAL_COLUMNS))
-    return _rows(path, CANONICAL_COLUMNS[:8], lambda r: TraceJob(
+    return _each(path, _rows(path, CANONICAL_COLUMNS[:8]), lambda r, _: TraceJob(
         job_id=r["job_id"], submit_time_s=float(r["submit_time_s"]), model=r["model"],
         global_batch=int(r["global_batch"]), seq_len=int(r["seq_len"]), steps=int(r["steps"]),
         precision=r["precision"] or "fp16-mixed", method=r["method"] or "full",
@@ -143,35 +151,23 @@ def write_frenzy_csv(jobs: list[TraceJob], path: Path) -> None:
 
 def read_elasticflow(path: Path) -> list[RawJob]:
     """Either ElasticFlow format; submission times are shifted so the first job arrives at 0."""
-    rows = _rows(path, ("job_id", "submission_time", "duration", "num_gpu"), lambda r: (r, float(r["submission_time"])))
-    start = min((t for _, t in rows), default=0.0)
-    return _rows_as(path, rows, lambda r, t, _: RawJob(
-        job_id=r["job_id"], submit_time_s=t - start, duration_s=float(r["duration"]), num_gpus=int(r["num_gpu"]),
-        dl_model=r.get("model_name") or "", batch_size=int(r.get("batch_size") or 0)))
+    rows = _rows(path, ("job_id", "submission_time", "duration", "num_gpu"))
+    times = _each(path, rows, lambda r, _: float(r["submission_time"]))
+    start = min(times, default=0.0)
+    return _each(path, rows, lambda r, i: RawJob(
+        job_id=r["job_id"], submit_time_s=times[i] - start, duration_s=float(r["duration"]),
+        num_gpus=int(r["num_gpu"]), dl_model=r.get("model_name") or "", batch_size=int(r.get("batch_size") or 0)))
 
 
 def read_philly(path: Path) -> list[RawJob]:
     """Philly as preprocessed by the Sia artifact; rows are sorted by time, ids are row numbers."""
-    rows = _rows(path, ("timestamp", "duration", "num_gpus"),
-                 lambda r: (r, datetime.fromisoformat(r["timestamp"]).timestamp()))
-    start = min((t for _, t in rows), default=0.0)
-    jobs = _rows_as(path, rows, lambda r, t, i: RawJob(
-        job_id=f"philly-{i}", submit_time_s=t - start, duration_s=float(r["duration"]),
+    rows = _rows(path, ("timestamp", "duration", "num_gpus"))
+    times = _each(path, rows, lambda r, _: datetime.fromisoformat(r["timestamp"]).timestamp())
+    start = min(times, default=0.0)
+    jobs = _each(path, rows, lambda r, i: RawJob(
+        job_id=f"philly-{i}", submit_time_s=times[i] - start, duration_s=float(r["duration"]),
         num_gpus=int(r["num_gpus"]), user=r.get("cluster") or ""))
     return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
-
-
-def _rows_as(path: Path, rows: list[tuple[dict, float]],
-             build: Callable[[dict, float, int], RawJob]) -> list[RawJob]:
-    """build(row, its time, its index) for rows `_rows` read; a row it refuses is a ValueError naming
-    the file and the row (the first after the header is row 1), as in `_rows`."""
-    out = []
-    for index, (row, t) in enumerate(rows):
-        try:
-            out.append(build(row, t, index))
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise InvalidConfigError(f"{path}, row {index + 1}: {exc}") from None
-    return out
 
 
 # The columns that identify each trace format (the canonical one needs more to be read: CANONICAL_COLUMNS).

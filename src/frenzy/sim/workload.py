@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -142,9 +143,8 @@ def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: 
     jobs = jobs[:max_jobs] if max_jobs is not None else jobs
     if not jobs:
         return []
-    if len({j.job_id for j in jobs}) != len(jobs):
-        seen: set[str] = set()
-        repeated = next(j.job_id for j in jobs if j.job_id in seen or seen.add(j.job_id))
+    repeated = next((job_id for job_id, n in Counter(j.job_id for j in jobs).items() if n > 1), None)
+    if repeated is not None:  # the simulator refuses them too; here it is a mistake in the file
         raise ValueError(f"{path}: job id {repeated!r} is repeated; every job needs its own")
     start = jobs[0].submit_time_s
     return [j if start == 0 else _shift(j, start) for j in jobs]
