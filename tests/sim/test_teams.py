@@ -34,6 +34,7 @@ def test_teams_file_is_read_with_canonical_gpu_names(tmp_path):
     ("teams:\n  red:\n    users: [{x: 1}]\n", ["teams.red.users.0"]),
     ("teams:\n  red:\n    quota: {T4: 4}\n    user: [u]\n", ["teams.red.user: extra inputs are not permitted"]),
     ("teams: [\n", ["cannot read the teams file"]),
+    ("teams:\n  red:\n    users: [1.5e+3]\n", ["teams.red.users.0: input should be a valid string"]),  # YAML: 1500.0
 ])
 def test_a_bad_teams_file_says_what_to_change(tmp_path, text, words):
     path = tmp_path / "teams.yaml"

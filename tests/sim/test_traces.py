@@ -151,3 +151,10 @@ def test_a_cluster_yaml_that_is_not_yaml_or_asks_for_python_objects_is_a_value_e
         load_cluster(str(path))
     with pytest.raises(ValueError, match="simulator takes at most 1,000,000"):
         load_cluster("sia-64@99999999999")
+
+
+def test_a_cluster_yaml_name_yaml_reads_as_an_int_is_still_that_name(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: 64\nnodes:\n  - {gpu_type: A100-SXM-80G, gpus_per_node: 8, count: 1, stands_for: 4090}\n")
+    spec = load_cluster(str(path))
+    assert spec.name == "64" and spec.groups[0].stands_for == "4090"
