@@ -28,13 +28,12 @@ its time restarting than running.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
 from frenzy.sched.pool import FreePool
-from frenzy.sched.runfacts import run_facts
-from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob, RunningJob
+from frenzy.sched.runfacts import RunFact, RunFacts
+from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 # A shrink moves its victim to a plan at most this many times slower per step: a small step down
 # frees GPUs for a waiting job at little cost, a deep cut (16 GPUs to 2) stakes a long job on the
@@ -63,59 +62,78 @@ REQUEUE_MIN_GAIN = 20.0
 MAX_SHRINKING_JOBS = 8  # waiting jobs served by shrinking per call: bounds work and churn
 
 
-@dataclass(slots=True)
-class Resizable:
-    run: RunningJob
-    steps_left: float
-    step_s: float
-    gpus: int
-    options: list[tuple[PlanChoice, int, float]]  # the job's usable plans: (plan, GPUs, s/step)
-    fastest_s: float  # no option's step is faster: what any move can save at most per step
-
-    def slowdown_s(self, step_s: float) -> float:
-        """Extra seconds to finish at `step_s` per step instead of the current plan's, restart excluded."""
-        return self.steps_left * (step_s - self.step_s)
-
-
-def resizable_jobs(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
-                   seconds_of: Callable[[QueuedJob], dict], exclude: set[str], shrink_types: set[str],
-                   min_saving_s: float, *, min_run_s: float) -> dict[str, list[Resizable]]:
+def resizable_jobs(facts: RunFacts, state: ClusterState, now: float, exclude: set[str], shrink_types: set[str],
+                   min_saving_s: float, *, min_run_s: float) -> dict[str, list[RunFact]]:
     """Running jobs that may be resized now, by GPU type: those on `shrink_types`, and the others
     whose fastest plan would save at least `min_saving_s` of what they have left (growth pays its
-    restart). `options_of(job)` lists the job's usable plans as (plan, GPUs, seconds per step); the
+    restart). `facts` holds each running job's usable plans as (plan, GPUs, seconds per step); the
     current plan among them is never a move (no GPUs change)."""
-    by_type: dict[str, list[Resizable]] = {}
-    for run, step, fastest, options, gpu, buys_time in run_facts(state.running, seconds_of, options_of):
-        if not buys_time or now - run.start_time_s < min_run_s or run.job_id in exclude:
-            continue  # a job ranked by cost is neither shrunk (its restart is its cost) nor grown
+    by_type: dict[str, list[RunFact]] = {}
+
+    def add(fact: RunFact, left_s: float) -> None:
+        fact.steps_left = left_s / fact.step_s
+        by_type.setdefault(fact.gpu, []).append(fact)
+
+    if shrink_types:
+        for fact in facts.read(state):
+            run = fact.run
+            if fact.gpu in shrink_types and fact.buys_time and now - run.start_time_s >= min_run_s and \
+                    run.job_id not in exclude:
+                add(fact, max(0.0, run.expected_end_s - now))
+    # a job ranked by cost is neither shrunk (its restart is its cost) nor grown
+    growing = facts.subset(state, ("grow", min_saving_s), _buys_time, now)
+    ended = []
+    for fact in growing:
+        run = fact.run
         left_s = max(0.0, run.expected_end_s - now)
-        if gpu not in shrink_types and left_s * (1 - fastest / step) < min_saving_s:
-            continue  # most running jobs stop here
-        by_type.setdefault(gpu, []).append(Resizable(run, left_s / step, step, run.choice.num_gpus, options, fastest))
+        if left_s * (1 - fact.fastest_s / fact.step_s) < min_saving_s:
+            ended.append(fact)  # most running jobs stop here, and with less left later stay stopped
+        elif fact.gpu not in shrink_types and now - run.start_time_s >= min_run_s and run.job_id not in exclude:
+            add(fact, left_s)
+    _drop(growing, ended)
     return by_type
 
 
-def slow_runners(state: ClusterState, now: float, options_of: Callable[[QueuedJob], list],
-                 seconds_of: Callable[[QueuedJob], dict], min_gain_s: float, *,
+def slow_runners(facts: RunFacts, state: ClusterState, now: float, min_gain_s: float, *,
                  min_run_s: float) -> dict[str, tuple]:
     """Running jobs (run `min_run_s` since their last start) with usable plans REQUEUE_MIN_SPEEDUP x
     faster per step that would cut their remaining time by at least `min_gain_s`, by job id: (the
     job re-queued for its remaining steps with its original submit time, the running job, those
-    faster plans in the order `options_of` lists them)."""
+    faster plans in the order `facts` lists them)."""
     out = {}
-    for run, step_s, fastest, options, _, buys_time in run_facts(state.running, seconds_of, options_of):
-        if fastest * REQUEUE_MIN_SPEEDUP > step_s or now - run.start_time_s < min_run_s \
-                or not buys_time:  # a faster plan costs a cost job more
-            continue  # cheap test first: no plan at all is fast enough
+    slow = facts.subset(state, ("slow", min_gain_s), _slow, now)
+    ended = []
+    for fact in slow:
+        run, step_s = fact.run, fact.step_s
         steps_left = (run.expected_end_s - now) / step_s
-        faster = [plan for plan, _, s in _options_below(options, step_s, REQUEUE_MIN_SPEEDUP)
-                  if steps_left * (step_s - s) >= min_gain_s]
+        if min_gain_s > 0 and steps_left * (step_s - fact.fastest_s) < min_gain_s:
+            ended.append(fact)  # not even its fastest plan saves enough, nor will with fewer steps left
+            continue
+        if now - run.start_time_s < min_run_s:
+            continue
+        faster = [plan for plan, _, s in _requeue_options(fact) if steps_left * (step_s - s) >= min_gain_s]
         if faster:
             out[run.job_id] = (run.job.with_steps(max(1, round(steps_left))), run, faster)
+    _drop(slow, ended)
     return out
 
 
-def _move(pool: FreePool, job: Resizable, plan: PlanChoice):
+def _buys_time(fact: RunFact) -> bool:
+    return fact.buys_time
+
+
+def _slow(fact: RunFact) -> bool:
+    """A job that buys time on a plan with a usable plan REQUEUE_MIN_SPEEDUP x faster per step."""
+    return fact.buys_time and fact.fastest_s * REQUEUE_MIN_SPEEDUP <= fact.step_s
+
+
+def _drop(facts: list, ended: list) -> None:
+    if ended:
+        gone = {id(fact) for fact in ended}
+        facts[:] = [fact for fact in facts if id(fact) not in gone]
+
+
+def _move(pool: FreePool, job: RunFact, plan: PlanChoice):
     """Re-place `job` on `plan` in the pool (releasing its GPUs first); its new allocation, or None
     with the pool unchanged."""
     pool.release(job.run)
@@ -133,13 +151,13 @@ def _undo(pool: FreePool, moved: list) -> None:
         pool.take(job.run.choice.gpu.name, job.run.allocation)
 
 
-def _resize(job: Resizable, plan: PlanChoice, allocation, why: str) -> list[Decision]:
+def _resize(job: RunFact, plan: PlanChoice, allocation, why: str) -> list[Decision]:
     return [Preempt(job_id=job.run.job_id, reason=why),
             Place(job_id=job.run.job_id, choice=plan, allocation=allocation)]
 
 
 def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]], pool: FreePool,
-               resizable: dict[str, list[Resizable]], now: float,
+               resizable: dict[str, list[RunFact]], now: float,
                run_s: Callable[[QueuedJob, PlanChoice], float], restart_s: float) -> list[Decision]:
     """Decisions that start waiting jobs (in the order given) on GPUs freed by shrinking running
     jobs. `waiting` holds (job, plans, predicted finish if it keeps waiting)."""
@@ -180,14 +198,14 @@ def shrink_for(waiting: Sequence[tuple[QueuedJob, Sequence[PlanChoice], float]],
 
 class _Offers(list):
     """The shrinks on offer for one GPU type, cheapest slowdown per freed GPU first: (loss per GPU,
-    loss, GPUs freed, key, job, plan); with what bounds any set of them, so that a waiting job they
+    loss, GPUs freed, job id, job, plan); with what bounds any set of them, so that a waiting job they
     cannot serve is turned away without trying."""
 
     def __init__(self, offers: list):
         super().__init__(offers)
         most: dict[int, int] = {}
-        for _, _, freed, key, _, _ in offers:
-            most[key] = max(most.get(key, 0), freed)
+        for _, _, freed, job_id, _, _ in offers:
+            most[job_id] = max(most.get(job_id, 0), freed)
         self.most_freed = sum(most.values())  # one offer per job: each its deepest shrink
         self.least_loss_per_gpu = offers[0][0] if offers else float("inf")
 
@@ -198,39 +216,41 @@ class _Offers(list):
         return self.least_loss_per_gpu * missing < gain * (1 + 1e-9)
 
 
-def _shrink_offers(candidates: list[Resizable], restart_s: float) -> _Offers:
+def _shrink_offers(candidates: list[RunFact], restart_s: float) -> _Offers:
     """Every smaller plan of the same type each candidate could move to, cheapest slowdown per
-    freed GPU first: (loss per GPU, loss, GPUs freed, key, job, plan)."""
+    freed GPU first, ties by job id: (loss per GPU, loss, GPUs freed, job id, job, plan)."""
     offers = []
     for job in candidates:
         for plan, freed, step_s in _shrink_moves(job):
             loss = restart_s + job.slowdown_s(step_s)
-            offers.append((loss / freed, loss, freed, id(job), job, plan))
+            offers.append((loss / freed, loss, freed, job.run.job_id, job, plan))
     offers.sort(key=lambda o: o[:4])
     return _Offers(offers)
 
 
-def _shrink_moves(job: Resizable) -> list:
+def _shrink_moves(job: RunFact) -> list:
     """(plan, GPUs freed, s/step) of each smaller plan of the job's type at most MAX_SHRINK_SLOWDOWN
     x slower per step, in the options' order."""
-    here = job.run.choice.gpu.name
-    return _per_options(job.options, ("shrink", job.step_s, here, job.gpus), lambda: [
-        (plan, job.gpus - gpus, step_s) for plan, gpus, step_s in job.options
-        if job.gpus - gpus > 0 and plan.gpu.name == here and step_s <= MAX_SHRINK_SLOWDOWN * job.step_s])
+    moves = job.memo.get("shrink")
+    if moves is None:
+        moves = job.memo["shrink"] = [
+            (plan, job.gpus - gpus, step_s) for plan, gpus, step_s in job.options
+            if job.gpus - gpus > 0 and plan.gpu.name == job.gpu and step_s <= MAX_SHRINK_SLOWDOWN * job.step_s]
+    return moves
 
 
 def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     """Take offers in order (one per job) until `missing` GPUs are free while the total slowdown
     stays below `gain`; the (job, plan, allocation) moves made, or [] with the pool unchanged."""
     moved, used, freed_total, loss_total = [], set(), 0, 0.0
-    for _, loss, freed, key, job, plan in offers:
-        if key in used or loss_total + loss >= gain:
+    for _, loss, freed, job_id, job, plan in offers:
+        if job_id in used or loss_total + loss >= gain:
             continue
         allocation = _move(pool, job, plan)
         if allocation is None:
             continue
         moved.append((job, plan, allocation))
-        used.add(key)
+        used.add(job_id)
         freed_total, loss_total = freed_total + freed, loss_total + loss
         if freed_total >= missing:
             return moved
@@ -238,44 +258,28 @@ def _shrink_victims(pool: FreePool, offers: list, missing: int, gain: float):
     return []
 
 
-_BY_OPTIONS: dict[tuple, tuple] = {}
+def _requeue_options(job: RunFact) -> list:
+    """The options at least REQUEUE_MIN_SPEEDUP x faster per step than the job's plan, in order."""
+    options = job.memo.get("requeue")
+    if options is None:
+        options = job.memo["requeue"] = [o for o in job.options if o[2] * REQUEUE_MIN_SPEEDUP <= job.step_s]
+    return options
 
 
-def _per_options(options: list, key: tuple, compute: Callable[[], list]) -> list:
-    """compute(), kept per (options list, key): a running job is offered growth, shrinking and
-    re-queue on most calls while its options and step stay the same. The entry keeps the list
-    referenced, so its id cannot be reused."""
-    cache_key = (id(options), *key)
-    entry = _BY_OPTIONS.get(cache_key)
-    if entry is None or entry[0] is not options:
-        if len(_BY_OPTIONS) > 50_000:
-            _BY_OPTIONS.clear()
-        entry = _BY_OPTIONS[cache_key] = (options, compute())
-    return entry[1]
-
-
-def _options_below(options: list, step_s: float, speedup: float | None = None) -> list:
-    """The options faster per step than `step_s` (a plan no faster saves nothing to pay a restart
-    with), or with `speedup` at least that many times faster, in their order."""
-    if speedup is None:
-        return _per_options(options, ("below", step_s), lambda: [o for o in options if o[2] < step_s])
-    return _per_options(options, ("below", step_s, speedup),
-                        lambda: [o for o in options if o[2] * speedup <= step_s])
-
-
-def _growth_moves(job: Resizable) -> list:
+def _growth_moves(job: RunFact) -> list:
     """The moves growth may offer `job`: (plan, its GPU type, GPUs, GPUs beyond those the job holds
-    on that type (> 0), s/step) for each option faster per step than the job's plan."""
-    here = job.run.choice.gpu.name
+    on that type (> 0), s/step) for each option faster per step than the job's plan (a plan no
+    faster saves nothing to pay a restart with)."""
+    moves = job.memo.get("grow")
+    if moves is None:
+        extras = ((plan, gpus, gpus - (job.gpus if plan.gpu.name == job.gpu else 0), step_s)
+                  for plan, gpus, step_s in job.options if step_s < job.step_s)
+        moves = job.memo["grow"] = [(plan, plan.gpu.name, gpus, extra, step_s)
+                                    for plan, gpus, extra, step_s in extras if extra > 0]
+    return moves
 
-    def moves() -> list:
-        extras = ((plan, gpus, gpus - (job.gpus if plan.gpu.name == here else 0), step_s)
-                  for plan, gpus, step_s in _options_below(job.options, job.step_s))
-        return [(plan, plan.gpu.name, gpus, extra, step_s) for plan, gpus, extra, step_s in extras if extra > 0]
-    return _per_options(job.options, ("grow", job.step_s, here, job.gpus), moves)
 
-
-def grow_into_idle(pool: FreePool, resizable: dict[str, list[Resizable]], wanted_types: set[str],
+def grow_into_idle(pool: FreePool, resizable: dict[str, list[RunFact]], wanted_types: set[str],
                    restart_s: float, min_gain_restarts: float = 0.0,
                    split_step_s: Callable[[QueuedJob, PlanChoice, int], float] | None = None) -> list[Decision]:
     """Decisions that move running jobs to faster plans (more GPUs, or a faster type) on GPUs of

@@ -2,6 +2,7 @@
 must equal what a reading from scratch gives, whatever sequence of states the calls see."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -13,7 +14,7 @@ from frenzy.memory.plans import plan_job
 from frenzy.sched import ClusterState, NodeState, QueuedJob, RunningJob
 from frenzy.sched.pool import FreePool
 from frenzy.sched.profile import Releases, releases_of
-from frenzy.sched.runfacts import run_facts
+from frenzy.sched.runfacts import RunFacts
 from frenzy.sched.shapes import plan_options, step_seconds
 from frenzy.sched.types import RunningChanges
 
@@ -86,13 +87,14 @@ def test_run_facts_are_each_running_jobs_step_times():
                        expected_end_s=None, job=job),  # no expected end: nothing to read
             RunningJob(job_id="c", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
                        expected_end_s=80.0, job=None)]  # no queued job: nothing to read
-    facts = run_facts(tuple(runs), step_seconds, plan_options)
+    kept = RunFacts(step_seconds, plan_options)
+    facts = kept.read(ClusterState(nodes=(), running=tuple(runs)))
     fastest = min(seconds[id(c)] for c in job.plans)
-    assert [(f[0].job_id, f[1], f[2]) for f in facts] == [("a", seconds[id(a)], fastest)]
+    assert [(f.run.job_id, f.step_s, f.fastest_s) for f in facts] == [("a", seconds[id(a)], fastest)]
     runs[1] = RunningJob(job_id="b", choice=b, allocation=(("n1", b.num_gpus),), start_time_s=0.0,
                          expected_end_s=90.0, job=job)  # restarted with an expected end
-    facts = run_facts(tuple(runs), step_seconds, plan_options)
-    assert [(f[0].job_id, f[1]) for f in facts] == [("a", seconds[id(a)]), ("b", seconds[id(b)])]
+    facts = kept.read(ClusterState(nodes=(), running=tuple(runs)))
+    assert [(f.run.job_id, f.step_s) for f in facts] == [("a", seconds[id(a)]), ("b", seconds[id(b)])]
 
 
 def test_free_pool_of_nodes_sharing_a_name_reads_as_from_scratch():
@@ -120,3 +122,37 @@ def test_a_job_queued_again_with_its_steps_left_is_the_job_as_replace_makes_it()
     for f in fields(JobSpec):
         assert getattr(again.spec, f.name) == getattr(expected.spec, f.name), f.name
     assert again == expected and hash(again.spec) == hash(expected.spec)
+
+
+@pytest.mark.parametrize("told", [False, True, "wrongly"], ids=["compared", "told-what-changed", "told-wrongly"])
+def test_run_facts_kept_across_calls_equal_ones_read_from_scratch(told):
+    rng = random.Random(11)
+    job, cost_job = _job("q"), replace(_job("c"), objective="cost")
+    kept = RunFacts(step_seconds, plan_options)
+    running: list[RunningJob] = []
+    previous: tuple = ()
+    for step in range(300):
+        started, stopped = [], []
+        for _ in range(rng.choice((0, 1, 2))):
+            if running:
+                stopped.append(running.pop(rng.randrange(len(running))))
+        for k in range(rng.choice((0, 1, 1, 3))):
+            queued = rng.choice((job, job, cost_job))
+            choice = rng.choice(queued.plans)
+            end = rng.choice((None, 500.0, float(rng.randrange(1000))))
+            running.append(RunningJob(job_id=f"r{step}.{k}", choice=choice, allocation=(("n0", choice.num_gpus),),
+                                      start_time_s=0.0, expected_end_s=end, job=queued))
+            started.append(running[-1])
+        if told == "wrongly" and stopped and rng.random() < 0.5:
+            stopped.pop()  # a caller whose changes do not add up: read from scratch, not patched
+        changes = None if not told else RunningChanges(previous=previous, started=tuple(started),
+                                                       stopped=tuple(stopped))
+        state = ClusterState(nodes=(), running=tuple(running), changes=changes)
+        previous = state.running
+        fresh = RunFacts(step_seconds, plan_options)
+        facts, expected = kept.read(state), fresh.read(state)
+        assert [(f.run, f.step_s, f.fastest_s, f.options, f.gpu, f.buys_time) for f in facts] == \
+            [(f.run, f.step_s, f.fastest_s, f.options, f.gpu, f.buys_time) for f in expected]
+        assert [f.run.job_id for f in facts] == [r.job_id for r in running if r.expected_end_s is not None]
+        cost = kept.subset(state, "cost", lambda f: not f.buys_time, now=float(step))
+        assert [f.run for f in cost] == [f.run for f in facts if not f.buys_time]

@@ -383,6 +383,7 @@ def _a100_state(running, nodes=2):
 def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
     from frenzy.sched import elastic
     from frenzy.sched.elastic import resizable_jobs, shrink_for
+    from frenzy.sched.runfacts import RunFacts
     now, restart = 10_000.0, 90.0
     wide = _elastic_job("wide", steps=100_000)
     run = _running(wide, 8, now, remaining_s=100_000 * step_seconds(wide)[id(_running(wide, 8, now, 1).choice)])
@@ -401,7 +402,7 @@ def test_elastic_shrink_happens_only_when_the_sum_of_jcts_falls(monkeypatch):
     def decide(finish_if_waiting):
         pool = FreePool(state)
         options = lambda j: [(c, c.num_gpus, step_seconds(j)[id(c)]) for c in j.plans]  # noqa: E731
-        resizable = resizable_jobs(state, now, options, step_seconds, set(), {A100}, 0.0, min_run_s=restart)
+        resizable = resizable_jobs(RunFacts(step_seconds, options), state, now, set(), {A100}, 0.0, min_run_s=restart)
         decisions = shrink_for([(new, [lean], finish_if_waiting)], pool, resizable, now, run_new, restart)
         _check(decisions, state)
         return decisions

@@ -66,6 +66,7 @@ from frenzy.sched.pool import FreePool
 from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.profile import Profile, Releases, releases_of
 from frenzy.sched.registry import register
+from frenzy.sched.runfacts import RunFacts
 from frenzy.sched.shapes import plan_grid_of, plan_options, step_seconds, usable_plans
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
@@ -158,6 +159,7 @@ class HeterogeneityAwareScheduler:
         self._requeue_gain_s = REQUEUE_MIN_GAIN * self._restart_s
         self._last_assignment: tuple = (None, [])  # (inputs, picks) of the last head assignment
         self._priced_plans: dict[tuple[int, int], tuple] = {}  # see _priced
+        self._running = RunFacts(step_seconds, plan_options)  # the running jobs' facts, kept across calls
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
@@ -277,7 +279,7 @@ class HeterogeneityAwareScheduler:
         if not (self.requeue_slow and releases is not None and releases.ends) or \
                 not any(n > 0 for n in pool.totals.values()):
             return {}
-        return slow_runners(state, now, plan_options, step_seconds, self._requeue_gain_s, min_run_s=self._restart_s)
+        return slow_runners(self._running, state, now, self._requeue_gain_s, min_run_s=self._restart_s)
 
     def _move_if_fits(self, job: QueuedJob, mover, pool: FreePool, profile: Profile | None,
                       now: float) -> list[Decision]:
@@ -345,8 +347,8 @@ class HeterogeneityAwareScheduler:
         # grow_min_gain restarts: 0 unless set for an ablation).
         lists = {id(plans): plans for _, plans, _ in still}.values()  # jobs of one shape share a list
         short = {c.gpu.name for plans in lists for c in plans if c.num_gpus > pool.totals.get(c.gpu.name, 0)}
-        resizable = resizable_jobs(state, now, plan_options, step_seconds,
-                                   touched, short, (1 + self.grow_min_gain) * restart_s, min_run_s=restart_s)
+        resizable = resizable_jobs(self._running, state, now, touched, short, (1 + self.grow_min_gain) * restart_s,
+                                   min_run_s=restart_s)
         if not resizable:
             return []
         decisions = shrink_for([w for w in still if w[0].buys_time], pool, resizable, now,
