@@ -6,6 +6,9 @@ decide, so they work on this scratch copy, never on the ClusterState they were g
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import is_not
+
 from frenzy.sched.placement import best_fit
 from frenzy.sched.types import ClusterState, RunningJob
 
@@ -39,7 +42,7 @@ def _patch(reading: tuple, last, nodes) -> bool:
     FreePool copies the mutable parts it is given."""
     if len(last) != len(nodes):
         return False
-    changed = [(old, new) for old, new in zip(last, nodes) if old is not new]
+    changed = [(last[i], nodes[i]) for i in compress(range(len(nodes)), map(is_not, last, nodes))]
     for old, new in changed:
         if new.name != old.name or new.gpu_type != old.gpu_type or new.total_gpus != old.total_gpus or \
                 new.inter_node_bandwidth_bytes_s != old.inter_node_bandwidth_bytes_s:

@@ -11,7 +11,7 @@ from frenzy.sched.types import ClusterState
 
 class Releases:
     """When running jobs free GPUs of each type: sorted expected end times, the GPUs each frees and
-    on which nodes (types in the order their first such job appears in `state.running`)."""
+    on which nodes, for each type some running job with an expected end holds (in no set order)."""
 
     def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None,
                  last: Releases | None = None):
@@ -71,8 +71,7 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
             insort(items[gpu], _item(job))
         else:
             del items[gpu][bisect_left(items[gpu], _item(job))]
-    order = dict.fromkeys(job.choice.gpu.name for job in running if job.expected_end_s is not None)
-    return Releases(state, {gpu: items[gpu] for gpu in order}, last)
+    return Releases(state, {gpu: listed for gpu, listed in items.items() if listed}, last)
 
 
 class Profile:

@@ -100,23 +100,28 @@ class RunFacts:
         last read (one in both started and stopped); False, with nothing changed, where the result
         would not be `running` in its order (a caller whose changes do not add up)."""
         stopped = {id(run) for run in changes.stopped}
-        runs = [run for run in self._runs if id(run) not in stopped] if stopped else list(self._runs)
         started = [run for run in changes.started if id(run) not in stopped]
-        runs += started
+        runs = ([run for run in self._runs if id(run) not in stopped] if stopped else self._runs) + started
         if len(runs) != len(running) or not all(map(is_, runs, running)):
             return False
+        gone = set()  # the facts of the jobs that stopped
         for key in stopped:
-            self._known.pop(key, None)
+            entry = self._known.pop(key, None)
+            if entry is not None and entry[1] is not None:
+                gone.add(entry[1])
         new = [fact for fact in map(self._fact, started) if fact is not None]
         self._runs = runs
-        self.facts = self._patch(self.facts, stopped, new)
+        self.facts = _patch(self.facts, gone, new)
         for entry in self._subsets.values():
-            entry[1] = self._patch(entry[1], stopped, [f for f in new if entry[0](f)])
+            entry[1] = _patch(entry[1], gone, [f for f in new if entry[0](f)])
         return True
 
-    @staticmethod
-    def _patch(facts: list[RunFact], stopped: set[int], new: list[RunFact]) -> list[RunFact]:
-        return ([f for f in facts if id(f.run) not in stopped] if stopped else facts) + new
+
+def _patch(facts: list[RunFact], gone: set[RunFact], new: list[RunFact]) -> list[RunFact]:
+    """`facts` without `gone`, then `new`; the list itself where nothing changes."""
+    if gone and not gone.isdisjoint(facts):
+        facts = [f for f in facts if f not in gone]
+    return facts + new if new else facts
 
 
 def _facts(run, seconds_of, options_of) -> RunFact | None:
