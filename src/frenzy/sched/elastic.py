@@ -113,7 +113,11 @@ def slow_runners(facts: RunFacts, state: ClusterState, now: float, min_gain_s: f
             continue
         faster = [plan for plan, _, s in _requeue_options(fact) if steps_left * (step_s - s) >= min_gain_s]
         if faster:
-            out[run.job_id] = (run.job.with_steps(max(1, round(steps_left))), run, faster)
+            steps = max(1, round(steps_left))
+            requeued = fact.memo.get("requeued")  # the same steps left as at an earlier call: the same job
+            if requeued is None or requeued.spec.steps != steps:
+                requeued = fact.memo["requeued"] = run.job.with_steps(steps)
+            out[run.job_id] = (requeued, run, faster)
     _drop(slow, ended)
     return out
 

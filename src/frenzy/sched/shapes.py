@@ -19,6 +19,7 @@ _STEP_SECONDS: dict[int, tuple] = {}
 _OPTIONS: dict[tuple, tuple] = {}
 _USABLE: dict[tuple, tuple] = {}
 _GRIDS: dict[tuple, tuple] = {}
+_FASTER: dict[tuple, tuple] = {}
 
 
 def _per_shape(cache: dict, compute, job: QueuedJob, *args):
@@ -67,6 +68,17 @@ def usable_plans(job: QueuedJob) -> Sequence[PlanChoice]:
 
 def _compute_usable_plans(job: QueuedJob, excluded: tuple[str, ...]) -> list:
     return [c for c in job.plans if c.gpu.name not in excluded]
+
+
+def faster_plans(job: QueuedJob, rank: int) -> list:
+    """The job's usable plans faster per step than its `rank`-th usable plan, in their order; once
+    per job shape and rank."""
+    return _per_shape(_FASTER, _compute_faster_plans, job, job.excluded_gpu_types, rank)
+
+
+def _compute_faster_plans(job: QueuedJob, _excluded, rank: int) -> list:
+    seconds, plans = step_seconds(job), usable_plans(job)
+    return [c for c in plans if seconds[id(c)] < seconds[id(plans[rank])]]
 
 
 def plan_grid_of(job: QueuedJob, types: tuple[str, ...]) -> tuple:

@@ -45,7 +45,7 @@ from frenzy.sim.jobs import Run, SimJob, after_oom
 from frenzy.sim.result import SimResult
 from frenzy.sim.trace import MAX_TIME_S, TraceJob
 
-ARRIVAL, END, ROUND = 0, 1, 2
+END, ROUND = 1, 2  # event kinds, in the order of equal times (arrivals come first)
 MAX_OOMS_PER_JOB = 8  # a user gives up after this many out-of-memory failures
 RESCHEDULES_AFTER_PREEMPTION = 2  # immediate extra calls for jobs a call preempted (a live loop's next tick)
 
@@ -99,6 +99,13 @@ class SimConfig:
 @lru_cache(maxsize=256)
 def _model(name: str):
     return load_model(name)
+
+
+@lru_cache(maxsize=256)
+def _training(precision: str, method: str) -> TrainingConfig:
+    """One record per setting, not per job: building one (enums, checks, its hash) was a third of
+    admitting a 100,000-job trace."""
+    return TrainingConfig(precision=Precision(precision), method=Method(method))
 
 
 class Simulator:
@@ -168,8 +175,7 @@ class Simulator:
 
     def _admit(self, trace: TraceJob, error: float) -> None:
         spec = JobSpec(model=_model(trace.model), seq_len=trace.seq_len, global_batch=trace.global_batch,
-                       steps=trace.steps, training=TrainingConfig(precision=Precision(trace.precision),
-                                                                  method=Method(trace.method)))
+                       steps=trace.steps, training=_training(trace.precision, trace.method))
         # The request is kept as the trace says: one larger than this cluster, or for a type it lacks,
         # is rejected by the policies that keep requests (frenzy.sim.admission), not shrunk or dropped.
         gpus = trace.requested_gpus or 1
@@ -211,20 +217,25 @@ class Simulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         rejected = self.rejections()
-        for job in self.jobs:
-            if job.index not in rejected:
-                self._push(job.submit_s, ARRIVAL, job.index)
+        # Arrivals in the order a heap of (time, ARRIVAL, index) events pops them, kept out of the
+        # heap: it then holds only the running jobs' ends (a few hundred, not a trace's 100,000 arrivals).
+        arrivals = sorted((job.submit_s, job.index) for job in self.jobs if job.index not in rejected)
+        next_arrival = 0
         round_pending, changed_since_round, done, stalled = False, False, 0, False
-        while self.heap:
-            now = self.heap[0][0]
+        while next_arrival < len(arrivals) or self.heap:
+            now = min(arrivals[next_arrival][0] if next_arrival < len(arrivals) else math.inf,
+                      self.heap[0][0] if self.heap else math.inf)
             changed, round_due = False, False
+            # every arrival at this time, then the other events (ARRIVAL sorts first among equal times)
+            while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= now:
+                index = arrivals[next_arrival][1]
+                next_arrival += 1
+                self.queue[index] = self.jobs[index]
+                changed = True
             while self.heap and self.heap[0][0] <= now:
                 _, kind, index, epoch = heapq.heappop(self.heap)
                 job = self.jobs[index]
-                if kind == ARRIVAL:
-                    self.queue[index] = job
-                    changed = True
-                elif kind == END and epoch == job.epoch and job.run is not None:
+                if kind == END and epoch == job.epoch and job.run is not None:
                     done += self._end(job, now)
                     changed = True
                 elif kind == ROUND:

@@ -67,7 +67,7 @@ from frenzy.sched.preemption import preemptions_for
 from frenzy.sched.profile import Profile, Releases, releases_of
 from frenzy.sched.registry import register
 from frenzy.sched.runfacts import RunFacts
-from frenzy.sched.shapes import plan_grid_of, plan_options, step_seconds, usable_plans
+from frenzy.sched.shapes import faster_plans, plan_grid_of, plan_options, step_seconds, usable_plans
 from frenzy.sched.types import ClusterState, Decision, Place, Preempt, QueuedJob
 
 STARTUP_ESTIMATE_S = 60.0  # expected time from placement to the first step (image, weights, NCCL)
@@ -211,9 +211,7 @@ class HeterogeneityAwareScheduler:
                 if allocation is None:
                     faster = plans[:rank]
                 else:
-                    seconds = step_seconds(job)
-                    now_s = seconds.get(id(plans[rank]), float("inf"))
-                    faster = [c for c in plans if seconds.get(id(c), float("inf")) < now_s]
+                    faster = faster_plans(job, rank)  # plans is usable_plans(job): the job is not assigned
                 wait = self._best_wait(job, faster if allowed is None else [c for c in faster if allowed(c)],
                                        pool, profile, now)
             # a job ranked by cost that can wait for a cheaper plan does; one ranked by time waits only
