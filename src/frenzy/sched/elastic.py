@@ -131,10 +131,9 @@ def _slow(fact: RunFact) -> bool:
     return fact.buys_time and fact.fastest_s * REQUEUE_MIN_SPEEDUP <= fact.step_s
 
 
-def _drop(facts: list, ended: list) -> None:
-    if ended:
-        gone = {id(fact) for fact in ended}
-        facts[:] = [fact for fact in facts if id(fact) not in gone]
+def _drop(facts: dict, ended: list) -> None:
+    for fact in ended:
+        del facts[fact]
 
 
 def _move(pool: FreePool, job: RunFact, plan: PlanChoice):

@@ -13,7 +13,7 @@ remaining time too short for any move to pay), so it stops re-examining jobs abo
 
 from __future__ import annotations
 
-from operator import is_
+from operator import is_, itemgetter
 from typing import Callable
 
 from frenzy.sched.types import ClusterState, QueuedJob, RunningJob
@@ -42,22 +42,22 @@ class RunFact:
 class RunFacts:
     """The RunFact of each running job, in order, that has its queued job, an expected end and a
     step time for its plan (`seconds_of(job)` maps id(plan) to seconds per step, "fastest" to the
-    least; `options_of(job)` lists its usable plans)."""
+    least; `options_of(job)` lists its usable plans). Facts are kept as the keys of ordered dicts,
+    so a patch costs what changed, not what runs."""
 
     __slots__ = ("_seconds_of", "_options_of", "_running", "_runs", "facts", "_known", "_subsets")
 
     def __init__(self, seconds_of: Callable[[QueuedJob], dict], options_of: Callable[[QueuedJob], list]):
         self._seconds_of, self._options_of = seconds_of, options_of
         self._running: tuple | None = None  # the tuple last read
-        self._runs: list[RunningJob] = []  # its jobs, facts or not, to check a patch against
-        self.facts: list[RunFact] = []
-        # by id(running job): (the job, its facts or None), for a rebuild; the entry keeps the job
-        # referenced, so its id is never mistaken for another's
-        self._known: dict[int, tuple] = {}
-        self._subsets: dict = {}  # key -> [keep, facts kept, the latest `now` asked at]
+        # its jobs, facts or not, by id in order (to check a patch against); each keeps its job
+        # referenced, so an id is never mistaken for another's
+        self._runs: dict[int, tuple[RunningJob, RunFact | None]] = {}
+        self.facts: dict[RunFact, None] = {}
+        self._subsets: dict = {}  # key -> [keep, facts kept (dict), the latest `now` asked at]
 
-    def read(self, state: ClusterState) -> list[RunFact]:
-        """The facts of `state.running`'s jobs, in its order."""
+    def read(self, state: ClusterState) -> dict[RunFact, None]:
+        """The facts of `state.running`'s jobs, in its order (the keys)."""
         running = state.running
         if running is self._running:
             return self.facts
@@ -68,60 +68,61 @@ class RunFacts:
         self._running = running
         return self.facts
 
-    def subset(self, state: ClusterState, key, keep: Callable[[RunFact], bool], now: float) -> list[RunFact]:
-        """The facts that pass `keep` (a test that holds or fails for a job's whole run), in order,
-        as one list kept across calls under `key`. The caller may remove facts from it for good
-        where a test that, once failed, fails at every later time rules them out; the list is
+    def subset(self, state: ClusterState, key, keep: Callable[[RunFact], bool], now: float) -> dict[RunFact, None]:
+        """The facts that pass `keep` (a test that holds or fails for a job's whole run), in order
+        (the keys), as one dict kept across calls under `key`. The caller may delete facts from it
+        for good where a test that, once failed, fails at every later time rules them out; it is
         rebuilt if `now` is earlier than at a past call."""
         facts = self.read(state)
         entry = self._subsets.get(key)
         if entry is None or now < entry[2]:
-            entry = self._subsets[key] = [keep, [f for f in facts if keep(f)], now]
+            entry = self._subsets[key] = [keep, dict.fromkeys(f for f in facts if keep(f)), now]
         entry[2] = now
         return entry[1]
 
-    def _fact(self, run: RunningJob) -> RunFact | None:
-        entry = self._known.get(id(run))
-        if entry is None or entry[0] is not run:
-            entry = self._known[id(run)] = (run, _facts(run, self._seconds_of, self._options_of))
-        return entry[1]
-
     def _rebuild(self, running: tuple) -> None:
-        facts = [fact for fact in map(self._fact, running) if fact is not None]
-        if len(self._known) > 4 * len(running) + 256:  # forget jobs that stopped
-            live = {id(run) for run in running}
-            self._known = {key: entry for key, entry in self._known.items() if key in live}
-        self._runs, self.facts = list(running), facts
+        known = self._runs
+        self._runs = {}
+        for run in running:
+            entry = known.get(id(run))
+            self._runs[id(run)] = entry if entry is not None and entry[0] is run else \
+                (run, _facts(run, self._seconds_of, self._options_of))
+        self.facts = dict.fromkeys(fact for _, fact in self._runs.values() if fact is not None)
         for entry in self._subsets.values():
-            entry[1] = [f for f in facts if entry[0](f)]
+            entry[1] = dict.fromkeys(f for f in self.facts if entry[0](f))
 
     def _patched(self, changes, running: tuple) -> bool:
         """Bring the facts up to `running` from the jobs that started and stopped since the tuple
         last read (one in both started and stopped); False, with nothing changed, where the result
         would not be `running` in its order (a caller whose changes do not add up)."""
+        runs = dict(self._runs)
         stopped = {id(run) for run in changes.stopped}
-        started = [run for run in changes.started if id(run) not in stopped]
-        runs = ([run for run in self._runs if id(run) not in stopped] if stopped else self._runs) + started
-        if len(runs) != len(running) or not all(map(is_, runs, running)):
+        gone = []  # the facts of the jobs that stopped
+        for run in changes.stopped:
+            entry = runs.get(id(run))
+            if entry is not None and entry[0] is run:
+                del runs[id(run)]
+                if entry[1] is not None:
+                    gone.append(entry[1])
+        new = []
+        for run in changes.started:
+            if id(run) not in stopped:
+                fact = _facts(run, self._seconds_of, self._options_of)
+                runs[id(run)] = (run, fact)
+                if fact is not None:
+                    new.append(fact)
+        if len(runs) != len(running) or not all(map(is_, map(itemgetter(0), runs.values()), running)):
             return False
-        gone = set()  # the facts of the jobs that stopped
-        for key in stopped:
-            entry = self._known.pop(key, None)
-            if entry is not None and entry[1] is not None:
-                gone.add(entry[1])
-        new = [fact for fact in map(self._fact, started) if fact is not None]
         self._runs = runs
-        self.facts = _patch(self.facts, gone, new)
-        for entry in self._subsets.values():
-            entry[1] = _patch(entry[1], gone, [f for f in new if entry[0](f)])
+        for facts in [self.facts] + [entry[1] for entry in self._subsets.values()]:
+            for fact in gone:
+                facts.pop(fact, None)
+        for fact in new:
+            self.facts[fact] = None
+            for entry in self._subsets.values():
+                if entry[0](fact):
+                    entry[1][fact] = None
         return True
-
-
-def _patch(facts: list[RunFact], gone: set[RunFact], new: list[RunFact]) -> list[RunFact]:
-    """`facts` without `gone`, then `new`; the list itself where nothing changes."""
-    if gone and not gone.isdisjoint(facts):
-        facts = [f for f in facts if f not in gone]
-    return facts + new if new else facts
 
 
 def _facts(run, seconds_of, options_of) -> RunFact | None:

@@ -363,7 +363,7 @@ class Simulator:
         job.preemptions += 1
         # It resumes from its checkpoint: the scheduler sees only the steps still to run.
         left = max(1, math.ceil(job.remaining_steps - 1e-9))
-        job.queued = replace(job.queued, spec=replace(job.queued.spec, steps=left))
+        job.queued = job.queued.with_steps(left)
         self.queue[job.index] = job
 
     def _end(self, job: SimJob, now: float) -> int:
