@@ -36,9 +36,10 @@ class Attempt:
         self.start_s, self.end_s, self.gpu_type, self.gpus, self.plan, self.ended = \
             start_s, end_s, gpu_type, gpus, plan, ended
 
-    def record(self) -> dict:
+    def record(self, describe) -> dict:
+        """The attempt as a record; `describe(plan)` gives the plan's text (plan.describe(), kept per plan)."""
         return {"start_s": self.start_s, "end_s": self.end_s, "gpu_type": self.gpu_type, "gpus": self.gpus,
-                "plan": self.plan.describe(), "ended": self.ended}
+                "plan": describe(self.plan), "ended": self.ended}
 
 
 class SimJob:

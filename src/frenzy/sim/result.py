@@ -64,7 +64,14 @@ class SimResult:
     def finish(self, jobs, wall_s: float) -> None:
         """Per-job records of every job of the trace (frenzy.sim.jobs.SimJob), rejected ones included."""
         self.wall_s = wall_s
-        self.jobs = [_record(j) for j in jobs]
+        described: dict[int, tuple] = {}  # id(plan) -> (plan, its description): jobs of a shape share plans
+
+        def describe(plan) -> str:
+            entry = described.get(id(plan))
+            if entry is None or entry[0] is not plan:
+                entry = described[id(plan)] = (plan, plan.describe())
+            return entry[1]
+        self.jobs = [_record(j, describe) for j in jobs]
         self.rejected = [r["job_id"] for r in self.jobs if r["outcome"] == "rejected"]
 
     def jcts(self) -> np.ndarray:
@@ -118,9 +125,10 @@ class SimResult:
 OUTCOMES = ("finished", "given up", "rejected", "waiting")
 
 
-def _record(j) -> dict:
+def _record(j, describe) -> dict:
     """One job's record: submit, first start and end (finish or give-up) times, the GPU type, count and
-    plan of its last attempt, every attempt, and why it was rejected or given up."""
+    plan of its last attempt (`describe(plan)`: its text), every attempt, and why it was rejected or
+    given up."""
     rejected = j.reason is not None and not j.abandoned and not j.attempts
     outcome = "finished" if j.finish_s is not None else "given up" if j.abandoned else \
         "rejected" if rejected else "waiting"
@@ -131,8 +139,8 @@ def _record(j) -> dict:
         "job_id": j.queued.job_id, "outcome": outcome, "reason": reason, "submit_s": j.submit_s,
         "start_s": j.first_start_s, "end_s": j.finish_s if j.finish_s is not None else j.given_up_s,
         "jct_s": None if j.finish_s is None else j.finish_s - j.submit_s,
-        "gpu_type": last and last.gpu_type, "gpus": last and last.gpus, "plan": last and last.plan.describe(),
-        "attempts": [a.record() for a in j.attempts], "ooms": j.ooms, "preemptions": j.preemptions,
+        "gpu_type": last and last.gpu_type, "gpus": last and last.gpus, "plan": last and describe(last.plan),
+        "attempts": [a.record(describe) for a in j.attempts], "ooms": j.ooms, "preemptions": j.preemptions,
         "gpu_s_allocated": j.gpu_s_allocated, "gpu_s_useful": j.gpu_s_useful, "cost_usd": j.cost_usd,
         "held_s": j.held_s, "requested_gpus": j.trace.requested_gpus,
         "requested_gpu_type": j.trace.requested_gpu_type,
