@@ -20,10 +20,13 @@ class JobSpec:
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
-        return self._hash  # frenzy.core.hashing
+        # frenzy.core.hashing, computed at the first use: most specs a simulation makes (one per job
+        # and per re-queue of a running job) are never hashed
+        if not self._hash:
+            object.__setattr__(self, "_hash", fields_hash(self))
+        return self._hash
 
     def __post_init__(self):
-        object.__setattr__(self, "_hash", fields_hash(self))
         if self.seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
         if self.global_batch < 1:
@@ -42,10 +45,16 @@ class JobSpec:
 
     def with_steps(self, steps: int) -> JobSpec:
         """This job with another step count; built directly rather than with dataclasses.replace,
-        which costs twice as much where the scheduler re-queues running jobs on most calls. Keep it
-        in step with the fields (tests/unit/sched/test_incremental.py checks)."""
-        return JobSpec(model=self.model, training=self.training, seq_len=self.seq_len,
-                       global_batch=self.global_batch, steps=steps)
+        which costs twice as much where the scheduler re-queues running jobs on most calls, and
+        without __init__, whose checks hold for every field but `steps`. Keep it in step with the
+        fields (tests/unit/sched/test_incremental.py checks)."""
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        spec = object.__new__(JobSpec)
+        for name, value in (("model", self.model), ("training", self.training), ("seq_len", self.seq_len),
+                            ("global_batch", self.global_batch), ("steps", steps), ("_hash", 0)):
+            object.__setattr__(spec, name, value)
+        return spec
 
     @property
     def tokens_per_step(self) -> int:
