@@ -28,6 +28,8 @@ its time restarting than running.
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -269,16 +271,16 @@ def _requeue_options(job: RunFact) -> list:
     return options
 
 
-def _growth_moves(job: RunFact) -> list:
+def _growth_moves(job: RunFact) -> tuple[list, float]:
     """The moves growth may offer `job`: (plan, its GPU type, GPUs, GPUs beyond those the job holds
     on that type (> 0), s/step) for each option faster per step than the job's plan (a plan no
-    faster saves nothing to pay a restart with)."""
+    faster saves nothing to pay a restart with); and the fewest extra GPUs any of them needs."""
     moves = job.memo.get("grow")
     if moves is None:
         extras = ((plan, gpus, gpus - (job.gpus if plan.gpu.name == job.gpu else 0), step_s)
                   for plan, gpus, step_s in job.options if step_s < job.step_s)
-        moves = job.memo["grow"] = [(plan, plan.gpu.name, gpus, extra, step_s)
-                                    for plan, gpus, extra, step_s in extras if extra > 0]
+        listed = [(plan, plan.gpu.name, gpus, extra, step_s) for plan, gpus, extra, step_s in extras if extra > 0]
+        moves = job.memo["grow"] = (listed, min((move[3] for move in listed), default=math.inf))
     return moves
 
 
@@ -297,12 +299,14 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[RunFact]], wanted_t
     if not idle:
         return []
     min_gain = min_gain_restarts * restart_s
+    most_idle = max(idle.values())
     options = []
     for jobs in resizable.values():
         for job in jobs:
-            if -job.slowdown_s(job.fastest_s) - restart_s < min_gain:
-                continue  # no plan can save enough of what is left
-            for plan, gpu, gpus, extra, step_s in _growth_moves(job):
+            moves, fewest_extra = _growth_moves(job)
+            if fewest_extra > most_idle or -job.slowdown_s(job.fastest_s) - restart_s < min_gain:
+                continue  # no move fits the idle GPUs, or no plan can save enough of what is left
+            for plan, gpu, gpus, extra, step_s in moves:
                 if extra <= idle.get(gpu, 0):
                     gain = -job.slowdown_s(step_s) - restart_s
                     if gain >= min_gain:
