@@ -32,6 +32,33 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each round (see the paragraph).
 HISTORY = """\
+Round 4 (2026-11-28, against commit 43fad39; no decision changed): the same outcome to the last digit
+on the full workload (a hash of every job's record, 235,925 scheduling calls, average JCT 1,877.41 s,
+77,400 preemptions) and on the first 15,000 and 30,000 arrivals, and identical per-run results on all
+168 runs of bench/sim_generalise.py's design half (seeds 0-2). Side by side on the two cores, the full
+workload's simulation took 72.6 CPU-s before and 61.3 after (-16%), and in a later pair 93.7 and 79.5
+(-15%): this machine's speed drifts by a third within an hour, so only pairs run together compare
+(loading the trace, whose code did not change, is the yardstick: 3.6 s in the previous round's table).
+What changed: each running job's facts are one object kept across calls (frenzy.sched.runfacts),
+patched from the started and stopped lists at the cost of what changed, with the moves each scan may
+offer it kept on it; the growth and re-queue scans each keep the jobs time has not ruled out yet (a
+job whose remaining time is too short for any move to pay is dropped for good, the test being
+monotone in time); growth skips a job whose every move needs more GPUs than any type has idle;
+preemption's room search on one node runs best fit only once the widest node can hold the plan; a
+job's faster plans are read once per shape and rank; a re-queued slow runner built for the same
+steps left is reused, and a job spec's hash is computed only if it is used; the simulator keeps
+arrivals in a sorted list beside the event heap, builds one training-settings record per setting
+when admitting, and describes each plan once in the records. Shrink offers now tie by job id rather
+than by the id() of per-call objects (no tie occurred on these runs). Where the time goes now (a
+sampling profile of the full run): growth, shrinking and the scans for them 17%, preemption 10%,
+the re-queue of slow runners 8% (building re-queued jobs 3%), the queue walk and patience most of
+the rest. Tried and not kept: re-examining growth and slow runners only after GPUs were freed or a
+running job passed its restart guard (the calls in between only take GPUs). It changed decisions
+(design half: mean cut vs sia 29.5% against 29.3%, p99 no worse than sia's in 124 runs against
+127) and made the run slower, not faster (first 30,000 arrivals side by side: 25.9 and 21.6 CPU-s
+against 22.4 and 21.0): jobs left on slow plans keep queues longer, and long queues are what
+calls pay for.
+
 After round 3, a second policy change (2026-11-28): a job that would start now on a slower plan may
 preempt for a faster one. 235,925 scheduling calls against 229,350, and 74.0 s in all against 75.7 s
 before it (simulation 66.8 s): no change for speed, and the target stays missed.
