@@ -29,7 +29,6 @@ its time restarting than running.
 from __future__ import annotations
 
 import math
-
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -68,8 +67,8 @@ def resizable_jobs(facts: RunFacts, state: ClusterState, now: float, exclude: se
                    min_saving_s: float, *, min_run_s: float) -> dict[str, list[RunFact]]:
     """Running jobs that may be resized now, by GPU type: those on `shrink_types`, and the others
     whose fastest plan would save at least `min_saving_s` of what they have left (growth pays its
-    restart). `facts` holds each running job's usable plans as (plan, GPUs, seconds per step); the
-    current plan among them is never a move (no GPUs change)."""
+    restart), each with its `steps_left` set for now. `facts` holds each running job's usable plans
+    as (plan, GPUs, seconds per step); the current plan among them is never a move (no GPUs change)."""
     by_type: dict[str, list[RunFact]] = {}
 
     def add(fact: RunFact, left_s: float) -> None:
@@ -208,7 +207,7 @@ class _Offers(list):
 
     def __init__(self, offers: list):
         super().__init__(offers)
-        most: dict[int, int] = {}
+        most: dict[str, int] = {}
         for _, _, freed, job_id, _, _ in offers:
             most[job_id] = max(most.get(job_id, 0), freed)
         self.most_freed = sum(most.values())  # one offer per job: each its deepest shrink

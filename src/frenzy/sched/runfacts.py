@@ -6,7 +6,7 @@ HAS scans the running jobs several times per call (re-queue of slow runners, ela
 on a cluster with hundreds of running jobs and a call on every arrival and completion, looking
 these up again per job and per scan was most of a call's cost. They are kept across calls instead,
 patched with the jobs that started and stopped since the last call where the caller says which
-(`ClusterState.changes`), so a call pays only for what changed. Each scan keeps its own list of the
+(`ClusterState.changes`), so a call pays only for what changed. Each scan keeps its own set of the
 jobs it may act on (`subset`), from which it drops for good a job that time has ruled out (its
 remaining time too short for any move to pay), so it stops re-examining jobs about to end.
 """
@@ -45,7 +45,7 @@ class RunFacts:
     least; `options_of(job)` lists its usable plans). Facts are kept as the keys of ordered dicts,
     so a patch costs what changed, not what runs."""
 
-    __slots__ = ("_seconds_of", "_options_of", "_running", "_runs", "facts", "_known", "_subsets")
+    __slots__ = ("_seconds_of", "_options_of", "_running", "_runs", "facts", "_subsets")
 
     def __init__(self, seconds_of: Callable[[QueuedJob], dict], options_of: Callable[[QueuedJob], list]):
         self._seconds_of, self._options_of = seconds_of, options_of

@@ -103,8 +103,8 @@ def _model(name: str):
 
 @lru_cache(maxsize=256)
 def _training(precision: str, method: str) -> TrainingConfig:
-    """One record per setting, not per job: building one (enums, checks, its hash) was a third of
-    admitting a 100,000-job trace."""
+    """One record per setting, not per job: building one per job (enums, checks, its hash) was about
+    a quarter of admitting a 100,000-job trace."""
     return TrainingConfig(precision=Precision(precision), method=Method(method))
 
 
@@ -217,8 +217,8 @@ class Simulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         rejected = self.rejections()
-        # Arrivals in the order a heap of (time, ARRIVAL, index) events pops them, kept out of the
-        # heap: it then holds only the running jobs' ends (a few hundred, not a trace's 100,000 arrivals).
+        # Arrivals by (time, job index), kept out of the event heap, which then holds only the running
+        # jobs' ends (a few hundred, not a trace's 100,000 arrivals); they go first among equal times.
         arrivals = sorted((job.submit_s, job.index) for job in self.jobs if job.index not in rejected)
         next_arrival = 0
         round_pending, changed_since_round, done, stalled = False, False, 0, False
@@ -226,7 +226,7 @@ class Simulator:
             now = min(arrivals[next_arrival][0] if next_arrival < len(arrivals) else math.inf,
                       self.heap[0][0] if self.heap else math.inf)
             changed, round_due = False, False
-            # every arrival at this time, then the other events (ARRIVAL sorts first among equal times)
+            # every arrival at this time, then the ends and rounds due
             while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= now:
                 index = arrivals[next_arrival][1]
                 next_arrival += 1
