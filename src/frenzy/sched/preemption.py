@@ -167,8 +167,9 @@ def _room(pool: FreePool, gpu: str, need: int, group: int, nodes: int, victims: 
     of `group` fit on at most `nodes` nodes; (None, []) if evicting all of them would not make room."""
     free = dict(pool.free[gpu])
     room = pool.totals.get(gpu, 0)  # best fit cannot succeed before this many GPUs are free
-    # On one node (where most plans fit) the plan fits once some node's room in whole groups
-    # reaches it: tracked as victims free GPUs, so best fit runs only when it will succeed.
+    # On one node (where most plans fit) the plan fits once some node's room in whole groups reaches
+    # it: after a first failed try, that room is tracked as victims free GPUs, so best fit runs
+    # again only when it will succeed.
     widest = None
     for count, victim in enumerate(victims, 1):
         for name, gpus in victim.allocation:
@@ -176,14 +177,11 @@ def _room(pool: FreePool, gpu: str, need: int, group: int, nodes: int, victims: 
             room += gpus
             if widest is not None:
                 widest = max(widest, free[name] - free[name] % group)
-        if room < need:
+        if room < need or widest is not None and widest < need:
             continue
-        if nodes == 1:
-            if widest is None:
-                widest = max(n - n % group for n in free.values())
-            if widest < need:
-                continue
         allocation = best_fit(free, need, group)
         if allocation is not None and len(allocation) <= nodes:
             return allocation, victims[:count]
+        if nodes == 1:
+            widest = max(n - n % group for n in free.values())
     return None, []

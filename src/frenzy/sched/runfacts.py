@@ -45,7 +45,7 @@ class RunFacts:
     least; `options_of(job)` lists its usable plans). Facts are kept as the keys of ordered dicts,
     so a patch costs what changed, not what runs."""
 
-    __slots__ = ("_seconds_of", "_options_of", "_running", "_runs", "facts", "_subsets")
+    __slots__ = ("_seconds_of", "_options_of", "_running", "_runs", "_known", "facts", "_subsets")
 
     def __init__(self, seconds_of: Callable[[QueuedJob], dict], options_of: Callable[[QueuedJob], list]):
         self._seconds_of, self._options_of = seconds_of, options_of
@@ -53,6 +53,10 @@ class RunFacts:
         # its jobs, facts or not, by id in order (to check a patch against); each keeps its job
         # referenced, so an id is never mistaken for another's
         self._runs: dict[int, tuple[RunningJob, RunFact | None]] = {}
+        # the same for every job read since the last rebuild that forgot the stopped ones: a caller
+        # that passes states not told apart by `changes` (several clusters, captured states) then
+        # rebuilds from facts already made
+        self._known: dict[int, tuple[RunningJob, RunFact | None]] = {}
         self.facts: dict[RunFact, None] = {}
         self._subsets: dict = {}  # key -> [keep, facts kept (dict), the latest `now` asked at]
 
@@ -81,15 +85,17 @@ class RunFacts:
         return entry[1]
 
     def _rebuild(self, running: tuple) -> None:
-        known = self._runs
-        self._runs = {}
+        known, runs = self._known, {}
         for run in running:
             entry = known.get(id(run))
-            self._runs[id(run)] = entry if entry is not None and entry[0] is run else \
-                (run, _facts(run, self._seconds_of, self._options_of))
+            if entry is None or entry[0] is not run:
+                entry = known[id(run)] = (run, _facts(run, self._seconds_of, self._options_of))
+            runs[id(run)] = entry
+        if len(known) > 4 * len(running) + 256:  # forget jobs that stopped
+            self._known = dict(runs)
+        self._runs = runs
         self.facts = dict.fromkeys(fact for _, fact in self._runs.values() if fact is not None)
-        for entry in self._subsets.values():
-            entry[1] = dict.fromkeys(f for f in self.facts if entry[0](f))
+        self._subsets.clear()  # each rebuilt when next asked for: a call may not need them all
 
     def _patched(self, changes, running: tuple) -> bool:
         """Bring the facts up to `running` from the jobs that started and stopped since the tuple
@@ -114,6 +120,9 @@ class RunFacts:
         if len(runs) != len(running) or not all(map(is_, map(itemgetter(0), runs.values()), running)):
             return False
         self._runs = runs
+        for run in changes.stopped:
+            self._known.pop(id(run), None)
+        self._known.update((id(fact.run), (fact.run, fact)) for fact in new)
         for facts in [self.facts] + [entry[1] for entry in self._subsets.values()]:
             for fact in gone:
                 facts.pop(fact, None)
