@@ -156,3 +156,31 @@ def test_run_facts_kept_across_calls_equal_ones_read_from_scratch(told):
         assert [f.run.job_id for f in facts] == [r.job_id for r in running if r.expected_end_s is not None]
         cost = kept.subset(state, "cost", lambda f: not f.buys_time, now=float(step))
         assert [f.run for f in cost] == [f.run for f in facts if not f.buys_time]
+
+
+def test_preemption_room_search_frees_what_trying_best_fit_after_every_victim_frees():
+    # Independent reference: evict victims in order and try best fit after each, as a search
+    # without the widest-node shortcut would; the kept search must find the same room.
+    from frenzy.sched.placement import best_fit
+    from frenzy.sched.preemption import _room
+    rng = random.Random(5)
+    job = _job("q")
+    choice = job.plans[0]
+    for _ in range(2000):
+        names = [f"n{i}" for i in range(rng.randrange(1, 7))]
+        nodes = tuple(NodeState(name=n, gpu_type=TYPES[0], total_gpus=8, free_gpus=rng.randrange(0, 3)) for n in names)
+        victims = [RunningJob(job_id=f"v{k}", choice=choice, start_time_s=0.0, expected_end_s=1e6, job=job,
+                              allocation=((rng.choice(names), rng.choice((1, 2, 3))),)) for k in range(rng.randrange(0, 10))]
+        need, group, span = rng.choice((1, 2, 4, 8)), rng.choice((1, 2)), rng.choice((1, 1, 2))
+        if any(v.allocation[0][1] + n.free_gpus > 8 for v in victims for n in nodes if n.name == v.allocation[0][0]):
+            continue
+        pool = FreePool(ClusterState(nodes=nodes))
+        free, expected = dict(pool.free[TYPES[0]]), (None, [])
+        for count, victim in enumerate(victims, 1):
+            for name, gpus in victim.allocation:
+                free[name] += gpus
+            found = best_fit(free, need, group)
+            if found is not None and len(found) <= span:
+                expected = (found, victims[:count])
+                break
+        assert _room(pool, TYPES[0], need, group, span, victims) == expected
