@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from frenzy.core.errors import InvalidConfigError
-from frenzy.core.hashing import fields_hash
+from frenzy.core.hashing import fields_hash, reduce_by_fields
 from frenzy.core.model import ModelArch, Positions
 from frenzy.core.training import TrainingConfig
 
@@ -25,6 +25,9 @@ class JobSpec:
         if not self._hash:
             object.__setattr__(self, "_hash", fields_hash(self))
         return self._hash
+
+    def __reduce__(self):
+        return reduce_by_fields(self)  # the stored hash is this process's: frenzy.core.hashing
 
     def __post_init__(self):
         if self.seq_len < 1:

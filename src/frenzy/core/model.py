@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
-from frenzy.core.hashing import fields_hash
+from frenzy.core.hashing import fields_hash, reduce_by_fields
 
 
 class Norm(Enum):
@@ -159,6 +159,9 @@ class ModelArch:
 
     def __hash__(self) -> int:
         return self._hash  # frenzy.core.hashing
+
+    def __reduce__(self):
+        return reduce_by_fields(self)  # the stored hash is this process's: frenzy.core.hashing
 
     def __post_init__(self):
         _check_field_types(self)

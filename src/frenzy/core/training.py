@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 
-from frenzy.core.hashing import fields_hash
+from frenzy.core.hashing import fields_hash, reduce_by_fields
 
 
 class Precision(Enum):
@@ -158,6 +158,9 @@ class TrainingConfig:
 
     def __hash__(self) -> int:
         return self._hash  # frenzy.core.hashing
+
+    def __reduce__(self):
+        return reduce_by_fields(self)  # the stored hash is this process's: frenzy.core.hashing
 
     def __post_init__(self):
         object.__setattr__(self, "_hash", fields_hash(self))
