@@ -17,12 +17,16 @@ Per run: the average-JCT cut of frenzy (HAS) against sia over the jobs both fini
 (allocated GPU-hours of all jobs), useful utilisation of each, and OOM restarts of each. With
 --objective cost every policy runs and the table shows each one's cost.
 
+With --cluster NAME_OR_YAML every trace runs on that one cluster instead, outside both halves (half
+"held-out"): a check of HAS on a shape none of its rules was chosen on, such as bench/cluster_odd96.yaml,
+or on the user's own cluster. It writes docs/BENCHMARKS.md#sim-generalise-heldout.
+
 One simulation process at a time (the machine is shared). --baselines FILE keeps the runs of the
 policies other than frenzy in a JSON file and reuses them: their code does not change while HAS's
 does, and sia takes ~10x longer than HAS per run.
     python bench/sim_generalise.py [--half reporting|design|both] [--quick] [--objective time|cost]
                                    [--jobs 200] [--seed 0] [--baselines FILE] [--has NAME=VALUE ...]
-                                   [--no-write]
+                                   [--no-write] [--cluster NAME_OR_YAML]
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ LOADS = (1.0, 2.0)
 JOBS = 200
 ALL_POLICIES = ["frenzy", "sia", "gavel", "opportunistic", "fifo"]
 QUICK_PAIRS = 4  # per half, with --quick: the first pairs of the half
+HELD_OUT = "held-out"  # the half of --cluster's runs
 
 
 def half_of(trace_index: int, cluster_index: int) -> str:
@@ -189,14 +194,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="workload mapping and simulator seed (0 for the table in docs/BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, default=None, help="write the per-run comparisons here")
+    parser.add_argument("--cluster", default=None,
+                        help="every trace on this cluster only (built-in name or YAML), outside both halves")
     args = parser.parse_args()
     require_shared()
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     if args.seed < 0:
         parser.error("--seed must be >= 0")
-    halves = ["design", "reporting"] if args.half == "both" else [args.half]
-    chosen = [(h, p) for h in halves for p in pairs(h)[:QUICK_PAIRS if args.quick else None]]
+    if args.cluster:
+        halves = [HELD_OUT]
+        chosen = [(HELD_OUT, (label, path, args.cluster)) for label, path in TRACES[:QUICK_PAIRS if args.quick else None]]
+    else:
+        halves = ["design", "reporting"] if args.half == "both" else [args.half]
+        chosen = [(h, p) for h in halves for p in pairs(h)[:QUICK_PAIRS if args.quick else None]]
     policies = ALL_POLICIES if args.objective == "cost" else ["frenzy", "sia"]
     has_options = dict(args.has)
     stored = json.loads(args.baselines.read_text()) if args.baselines and args.baselines.exists() else {}
@@ -232,22 +243,27 @@ def main() -> None:
     reused = f" (the other policies' runs read from {args.baselines})" \
         if len(runs) * len(policies) > simulations else ""
     title = "frenzy vs sia" if args.objective == "time" else "every policy's cost under the cost objective"
-    md = (f"## Does HAS generalise? {title} on held-out traces and clusters\n\n"
-          f"Every trace (ten ElasticFlow clusters, Philly; {args.jobs} jobs from the middle of each) on five "
-          f"cluster shapes ({', '.join(CLUSTERS)}) at offered loads {', '.join(f'{x:.1f}' for x in args.loads)} "
-          "(the arrival scale that gives each is in brackets). The trace x cluster pairs are split before "
-          "any run into a design half (trace index + cluster index even) on which HAS's rules were chosen, and "
-          "a reporting half (odd) on which the targets are judged. Cut, p99 ratio and GPU-hours ratio are "
+    where = (f"on one cluster outside both halves ({args.cluster}), none of whose pairs HAS's rules were chosen "
+             "on" if args.cluster else
+             f"on five cluster shapes ({', '.join(CLUSTERS)}); the trace x cluster pairs are split before any run "
+             "into a design half (trace index + cluster index even) on which HAS's rules were chosen, and a "
+             "reporting half (odd) on which the targets are judged")
+    md = (f"## Does HAS generalise? {title} on {'a held-out cluster' if args.cluster else 'held-out traces and clusters'}"
+          f"\n\nEvery trace (ten ElasticFlow clusters, Philly; {args.jobs} jobs from the middle of each) {where}, "
+          f"at offered loads {', '.join(f'{x:.1f}' for x in args.loads)} (the arrival scale that gives each is in "
+          "brackets). Cut, p99 ratio and GPU-hours ratio are "
           f"frenzy's against sia's; cut and p99 over the jobs both finished. Objective {args.objective}, "
           f"seed {args.seed}."
           f"{options}\n\n" + _run_table(runs) + "\n\n" +
           (cost_table(runs) + COST_TARGET if args.objective == "cost" else
-           "Targets (on the reporting half; the design half for reference):\n" +
+           ("Targets, judged here as on the reporting half:\n" if args.cluster else
+            "Targets (on the reporting half; the design half for reference):\n") +
            "\n".join(targets(runs, h) for h in halves)) +
           f"\n\n{simulations} simulations in {wall:.0f} s wall on one process{reused}.")
     print(md)
     if not args.no_write:
-        write_section("sim-generalise-cost" if args.objective == "cost" else "sim-generalise", md)
+        write_section("sim-generalise-cost" if args.objective == "cost" else
+                      "sim-generalise-heldout" if args.cluster else "sim-generalise", md)
 
 
 if __name__ == "__main__":
