@@ -32,6 +32,12 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each round (see the paragraph).
 HISTORY = """\
+After round 4, a policy change (2026-11-28, later that day): a running job queued to move to a faster
+plan may be a victim of preemption (frenzy.sched.policies.has `_preempted_for_faster`). 236,560
+scheduling calls against 235,925; the total above against 61.8 s (simulation 54.9 s) for round 4's
+code in the same hour of this machine, whose speed had drifted since round 4's 72.1 s (loading the
+trace: 3.9 s against 4.3 s). No change for speed; the target stays missed.
+
 Round 4 (2026-11-28, against commit 43fad39; no decision changed): the same outcome to the last digit
 on the full workload (a hash of every job's record, 235,925 scheduling calls, average JCT 1,877.41 s,
 77,400 preemptions) and on the first 15,000 and 30,000 arrivals, and identical per-run results on all
