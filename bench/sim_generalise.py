@@ -19,7 +19,8 @@ Per run: the average-JCT cut of frenzy (HAS) against sia over the jobs both fini
 
 With --cluster NAME_OR_YAML every trace runs on that one cluster instead, outside both halves (half
 "held-out"): a check of HAS on a shape none of its rules was chosen on, such as bench/cluster_odd96.yaml,
-or on the user's own cluster. It writes docs/BENCHMARKS.md#sim-generalise-heldout.
+or on the user's own cluster. It writes docs/BENCHMARKS.md#sim-generalise-heldout (with --objective
+cost, #sim-generalise-heldout-cost).
 
 One simulation process at a time (the machine is shared). --baselines FILE keeps the runs of the
 policies other than frenzy in a JSON file and reuses them: their code does not change while HAS's
@@ -203,6 +204,13 @@ def main() -> None:
     if args.seed < 0:
         parser.error("--seed must be >= 0")
     if args.cluster:
+        from frenzy.core.errors import FrenzyError
+        from frenzy.sim.cluster import load_cluster
+        try:
+            load_cluster(args.cluster)
+        except (FrenzyError, OSError, ValueError) as exc:
+            parser.error(f"--cluster: {exc}")
+    if args.cluster:
         halves = [HELD_OUT]
         chosen = [(HELD_OUT, (label, path, args.cluster)) for label, path in TRACES[:QUICK_PAIRS if args.quick else None]]
     else:
@@ -262,8 +270,9 @@ def main() -> None:
           f"\n\n{simulations} simulations in {wall:.0f} s wall on one process{reused}.")
     print(md)
     if not args.no_write:
-        write_section("sim-generalise-cost" if args.objective == "cost" else
-                      "sim-generalise-heldout" if args.cluster else "sim-generalise", md)
+        # the held-out runs have sections of their own: they must not replace the two halves' tables
+        write_section(("sim-generalise-heldout" if args.cluster else "sim-generalise") +
+                      ("-cost" if args.objective == "cost" else ""), md)
 
 
 if __name__ == "__main__":
