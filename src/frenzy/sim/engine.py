@@ -38,6 +38,7 @@ from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
+from frenzy.sim import collector
 from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningChanges, RunningJob
 from frenzy.sim import admission, truth
 from frenzy.sim.cluster import ClusterSpec
@@ -125,8 +126,9 @@ class Simulator:
         self._rejections: dict[int, admission.Obstacle] | None = None
         self._step_cache: dict[tuple, float] = {}
         rng = np.random.default_rng(config.seed)
-        for trace in jobs:
-            self._admit(trace, truth.draw_peak_error(rng))
+        with collector.building():
+            for trace in jobs:
+                self._admit(trace, truth.draw_peak_error(rng))
         self.by_id = {j.queued.job_id: j for j in self.jobs}
         if len(self.by_id) != len(self.jobs):
             raise ValueError("the trace has repeated job ids; every job needs its own")
@@ -215,6 +217,10 @@ class Simulator:
         heapq.heappush(self.heap, (t, kind, index, epoch))
 
     def run(self) -> SimResult:
+        with collector.inputs_kept():
+            return self._run()
+
+    def _run(self) -> SimResult:
         wall = time.perf_counter()
         rejected = self.rejections()
         # Arrivals by (time, job index), kept out of the event heap, which then holds only the running

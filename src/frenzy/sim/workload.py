@@ -33,6 +33,7 @@ from frenzy.core.job import JobSpec
 from frenzy.core.training import Method, Precision, TrainingConfig
 from frenzy.sched.configs import config_choice, peak_bytes
 from frenzy.sim import truth
+from frenzy.sim.collector import building
 from frenzy.sim.trace import (FORMAT_COLUMNS, MAX_TIME_S, RawJob, TraceJob, check_format, detect_format,
                               read_elasticflow, read_frenzy_csv, read_philly)
 from frenzy.core import catalog
@@ -134,10 +135,11 @@ def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: 
     if fmt == "frenzy":
         jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
     else:
-        raw = read_elasticflow(path) if fmt == "elasticflow" else read_philly(path)
-        raw = sorted(raw, key=lambda j: j.submit_time_s)[skip_jobs:]
-        raw = raw[:max_jobs] if max_jobs is not None else raw
-        jobs = [to_llm_job(r, seed) for r in raw]
+        with building():
+            raw = read_elasticflow(path) if fmt == "elasticflow" else read_philly(path)
+            raw = sorted(raw, key=lambda j: j.submit_time_s)[skip_jobs:]
+            raw = raw[:max_jobs] if max_jobs is not None else raw
+            jobs = [to_llm_job(r, seed) for r in raw]
         skip_jobs = 0
     jobs = jobs[skip_jobs:]
     jobs = jobs[:max_jobs] if max_jobs is not None else jobs
