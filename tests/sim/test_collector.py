@@ -5,7 +5,7 @@ import weakref
 
 import pytest
 
-from frenzy.sim.collector import building, inputs_kept
+from frenzy.sim.collector import YOUNG_COLLECTION_ALLOCATIONS, building, fewer_young_collections
 
 
 class Node:
@@ -23,8 +23,9 @@ def _cycle_watched() -> weakref.ref:
 @pytest.fixture(autouse=True)
 def collector_restored():
     was_on = gc.isenabled()
+    thresholds = gc.get_threshold()
     yield
-    gc.unfreeze()
+    gc.set_threshold(*thresholds)
     (gc.enable if was_on else gc.disable)()
 
 
@@ -46,21 +47,30 @@ def test_building_leaves_a_disabled_collector_disabled_even_on_error():
     assert not gc.isenabled()
 
 
-def test_garbage_frozen_with_the_inputs_is_freed_after_the_run():
-    gc.collect()
-    watched = _cycle_watched()
-    with inputs_kept():
-        assert gc.get_freeze_count() > 0
+def test_young_collections_are_rarer_inside_and_as_before_after():
+    before = gc.get_threshold()
+    with fewer_young_collections():
+        inside = gc.get_threshold()
+        assert inside[0] >= YOUNG_COLLECTION_ALLOCATIONS and inside[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+
+def test_a_process_with_rarer_collections_keeps_them():
+    gc.set_threshold(10 * YOUNG_COLLECTION_ALLOCATIONS, 10, 10)
+    with fewer_young_collections():
+        assert gc.get_threshold()[0] == 10 * YOUNG_COLLECTION_ALLOCATIONS
+
+
+def test_cycles_made_inside_are_still_freed():
+    with fewer_young_collections():
+        watched = _cycle_watched()
         gc.collect()
-        assert watched() is not None  # frozen: the run's collections do not walk it
-    assert gc.get_freeze_count() == 0
+        assert watched() is None
+
+
+def test_cycles_made_while_building_are_freed_after():
+    gc.enable()
+    with building():
+        watched = _cycle_watched()
     gc.collect()
     assert watched() is None
-
-
-def test_an_existing_freeze_is_left_alone():
-    gc.freeze()
-    frozen = gc.get_freeze_count()
-    with inputs_kept():
-        pass
-    assert gc.get_freeze_count() == frozen

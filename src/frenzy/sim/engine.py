@@ -217,7 +217,7 @@ class Simulator:
         heapq.heappush(self.heap, (t, kind, index, epoch))
 
     def run(self) -> SimResult:
-        with collector.inputs_kept():
+        with collector.fewer_young_collections():
             return self._run()
 
     def _run(self) -> SimResult:
