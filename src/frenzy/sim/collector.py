@@ -5,7 +5,7 @@ full passes that walk every object still alive. Building a trace's jobs allocate
 thousands of objects that all stay alive, so those collections find nothing, over and over; the
 event loop then allocates millions of short-lived objects. Measured on bench/sim_speed.py's 111,096
 jobs (the collector's own CPU time, from gc.callbacks): loading the trace 0.49 s and admitting its
-jobs 1.16 s, both about 0.1 s with no collection; the event loop 2.5-3.0 s, and 0.8 s with young
+jobs 1.16 s, both about 0.1 s with no collection; the event loop 2.5-3.0 s, and 0.8-1.3 s with young
 collections every 10,000 allocations, the same at 50,000 and 100,000 (so the value is not a tuned
 one: any young generation this much larger than the default gives it). Neither helper changes what
 is computed, only when unreachable objects are reclaimed.

@@ -38,9 +38,8 @@ from frenzy.perf.step import step_time
 from frenzy.sched.configs import config_choice, duration_s, peak_bytes
 from frenzy.sched.registry import Policy
 from frenzy.sched.scaleout import with_scale_out
-from frenzy.sim import collector
 from frenzy.sched.types import ClusterState, Place, Preempt, QueuedJob, RunningChanges, RunningJob
-from frenzy.sim import admission, truth
+from frenzy.sim import admission, collector, truth
 from frenzy.sim.cluster import ClusterSpec
 from frenzy.sim.jobs import Run, SimJob, after_oom
 from frenzy.sim.result import SimResult

@@ -132,15 +132,15 @@ def load_trace(path: str | Path, fmt: str = "auto", *, seed: int = 0, max_jobs: 
         fmt = detect_format(path)
     else:
         check_format(path, fmt)
-    if fmt == "frenzy":
-        jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
-    else:
-        with building():
+    with building():  # every job read stays alive: collections would find nothing (frenzy.sim.collector)
+        if fmt == "frenzy":
+            jobs = sorted(read_frenzy_csv(path), key=lambda j: j.submit_time_s)
+        else:
             raw = read_elasticflow(path) if fmt == "elasticflow" else read_philly(path)
             raw = sorted(raw, key=lambda j: j.submit_time_s)[skip_jobs:]
             raw = raw[:max_jobs] if max_jobs is not None else raw
             jobs = [to_llm_job(r, seed) for r in raw]
-        skip_jobs = 0
+            skip_jobs = 0
     jobs = jobs[skip_jobs:]
     jobs = jobs[:max_jobs] if max_jobs is not None else jobs
     if not jobs:
