@@ -210,7 +210,6 @@ def main() -> None:
             load_cluster(args.cluster)
         except (FrenzyError, OSError, ValueError) as exc:
             parser.error(f"--cluster: {exc}")
-    if args.cluster:
         halves = [HELD_OUT]
         chosen = [(HELD_OUT, (label, path, args.cluster)) for label, path in TRACES[:QUICK_PAIRS if args.quick else None]]
     else:
