@@ -182,6 +182,10 @@ def test_load_picks_the_arrival_scale_and_both_print_the_offered_load(trace_csv)
     result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
                                       "--load", "many", "--json"])
     assert result.exit_code == 2 and "'--load'" in json.loads(result.stdout)["error"]
+    for load in ("0", "inf", "nan"):  # no arrival scale gives these
+        result = CliRunner().invoke(app, ["simulate", "--trace", str(trace_csv), "--cluster", "testbed",
+                                          "--load", load, "--json"])
+        assert result.exit_code == 2 and "--load must be a number > 0" in json.loads(result.stdout)["error"], load
 
 
 def test_a_requested_type_the_cluster_lacks_is_rejected_not_read_as_any_type():

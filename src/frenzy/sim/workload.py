@@ -214,6 +214,6 @@ def offered_load(jobs: list[TraceJob], total_gpus: int) -> float:
 def arrival_scale_for_load(jobs: list[TraceJob], total_gpus: int, load: float) -> float:
     """The factor on submit times (scale_arrivals) that makes the offered load `load`: the load is
     inversely proportional to the arrival window, which the factor stretches."""
-    if not load > 0:
-        raise ValueError(f"--load must be > 0 (requested GPU-hours per cluster GPU-hour), got {load}")
+    if not 0 < load < math.inf:
+        raise ValueError(f"--load must be a number > 0 (requested GPU-hours per cluster GPU-hour), got {load}")
     return offered_load(jobs, total_gpus) / load
