@@ -21,9 +21,9 @@ restart (start-up + checkpoint restore) that every resize costs:
     runs) was dropped on bench/sim_generalise.py's design half: 56 runs, mean cut vs sia over the
     jobs both finished 29.5% with it and 29.6% without, runs >= 15% 46 and 48, runs with p99 no
     worse than sia's 45 and 43.
-A job is resized or re-queued only once it has run, since its last (re)start, as long as the
-restart that started it took (`min_run_s`: start-up + checkpoint restore), so no job spends more of
-its time restarting than running.
+A job is resized or re-queued only once its last (re)start is at least as long ago as a restart takes
+(`min_run_s`: start-up + checkpoint restore), so it is not stopped before its first steps; twice
+that was tried and not kept (frenzy.sched.preemption's docstring).
 """
 
 from __future__ import annotations
