@@ -32,6 +32,18 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each round (see the paragraph).
 HISTORY = """\
+2026-11-29, no change to the simulation: the same code took 58.2 s (simulation 52.2 s) and, 40 minutes
+later, the 64.5 s above, so on this machine the target is met or missed by the hour it is run in.
+Tried and not kept, each with the same records as before (the hash of every job's record on the first
+30,000 arrivals): growth moves filed per GPU type by the extra GPUs they need, kept across calls as
+jobs start and stop, so that a call looks only at moves that fit the idle GPUs (6.6 looked at per
+call instead of 21 running jobs and their 42 moves; the growth pass's CPU time did not fall, 1.8 s
+either way, and keeping the filing cost the patching of the running jobs 0.7 s); a growth move
+refused on a layout of free GPUs not tried again while that layout lasts (26% of the refusals
+repeat one on the same layout; no gain); the lean rule's test of a plan against the leanest of its
+type read from a set kept per job shape, and free GPUs read without a method call in the first-fit
+walk (no gain measurable: 5 alternated runs of old and new code on 30,000 arrivals spread over 7%).
+
 Round 5 (2026-11-28, night; no decision changed: the same hash of every job's record on the full
 workload and on the first 30,000 arrivals, and the same records for all five policies on three
 slices): the collector is paced for the simulator's work (frenzy.sim.collector). Loading the trace
