@@ -69,18 +69,14 @@ def resizable_jobs(facts: RunFacts, state: ClusterState, now: float, exclude: se
     whose fastest plan would save at least `min_saving_s` of what they have left (growth pays its
     restart), each with its `steps_left` set for now. `facts` holds each running job's usable plans
     as (plan, GPUs, seconds per step); the current plan among them is never a move (no GPUs change)."""
-    by_type: dict[str, list[RunFact]] = {}
-
-    def add(fact: RunFact, left_s: float) -> None:
-        fact.steps_left = left_s / fact.step_s
-        by_type.setdefault(fact.gpu, []).append(fact)
-
+    by_type: dict[str, list[RunFact]] = {}  # filled inline below: a call per job was a tenth of this function
     if shrink_types:
         for fact in facts.read(state):
             run = fact.run
             if fact.gpu in shrink_types and fact.buys_time and now - run.start_time_s >= min_run_s and \
                     run.job_id not in exclude:
-                add(fact, max(0.0, run.expected_end_s - now))
+                fact.steps_left = max(0.0, run.expected_end_s - now) / fact.step_s
+                by_type.setdefault(fact.gpu, []).append(fact)
     # a job ranked by cost is neither shrunk (its restart is its cost) nor grown
     growing = facts.subset(state, ("grow", min_saving_s), _buys_time, now)
     ended = []
@@ -90,7 +86,8 @@ def resizable_jobs(facts: RunFacts, state: ClusterState, now: float, exclude: se
         if left_s * (1 - fact.fastest_s / fact.step_s) < min_saving_s:
             ended.append(fact)  # most running jobs stop here, and with less left later stay stopped
         elif fact.gpu not in shrink_types and now - run.start_time_s >= min_run_s and run.job_id not in exclude:
-            add(fact, left_s)
+            fact.steps_left = left_s / fact.step_s
+            by_type.setdefault(fact.gpu, []).append(fact)
     _drop(growing, ended)
     return by_type
 
@@ -301,13 +298,14 @@ def grow_into_idle(pool: FreePool, resizable: dict[str, list[RunFact]], wanted_t
     most_idle = max(idle.values())
     options = []
     for jobs in resizable.values():
-        for job in jobs:
-            moves, fewest_extra = _growth_moves(job)
-            if fewest_extra > most_idle or -job.slowdown_s(job.fastest_s) - restart_s < min_gain:
+        for job in jobs:  # (RunFact.slowdown_s inline: this loop sees every resizable job at every call)
+            moves, fewest_extra = job.memo.get("grow") or _growth_moves(job)
+            steps_left, step_s_now = job.steps_left, job.step_s
+            if fewest_extra > most_idle or -(steps_left * (job.fastest_s - step_s_now)) - restart_s < min_gain:
                 continue  # no move fits the idle GPUs, or no plan can save enough of what is left
             for plan, gpu, gpus, extra, step_s in moves:
                 if extra <= idle.get(gpu, 0):
-                    gain = -job.slowdown_s(step_s) - restart_s
+                    gain = -(steps_left * (step_s - step_s_now)) - restart_s
                     if gain >= min_gain:
                         options.append((-gain / gpus, job.run.job_id, job, plan))
     options.sort(key=lambda o: o[:2])

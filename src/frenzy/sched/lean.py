@@ -46,30 +46,45 @@ def lean_by_type(plans: Sequence[PlanChoice], seconds: dict) -> dict[str, tuple[
     return out
 
 
+def fewest_by_type(by_type: dict[str, tuple[float, int]]) -> tuple[tuple[str, int], ...]:
+    """(GPU type, fewest GPUs of any plan there) for each type of lean_by_type's `by_type`."""
+    return tuple((gpu, fewest) for gpu, (_, fewest) in by_type.items())
+
+
+def lean_plans(plans: Sequence[PlanChoice], seconds: dict, by_type: dict[str, tuple[float, int]]) -> frozenset:
+    """The ids of the plans that cost no more GPU-seconds per step than the leanest of their type
+    (`by_type`: lean_by_type's), which the rule always allows. `seconds`: seconds per step by id(plan)."""
+    return frozenset(id(c) for c in plans if seconds[id(c)] * c.num_gpus <= by_type[c.gpu.name][0] * (1.0 + 1e-9))
+
+
 class QueueDemand:
     """GPUs per type the jobs not yet handled in one scheduling call need at the least (each job's
     fewest GPUs on every type it has a plan for: a job that can use two types counts on both, so no
     type's spare GPUs are overstated)."""
 
-    __slots__ = ("needs", "_lean")
+    __slots__ = ("needs", "_fewest")
 
-    def __init__(self, queue: Sequence[QueuedJob], lean_of: Callable[[QueuedJob], dict]):
-        self._lean = lean_of
-        self.needs: dict[str, int] = {}
+    def __init__(self, queue: Sequence[QueuedJob], fewest_of: Callable[[QueuedJob], tuple]):
+        """`fewest_of(job)`: (GPU type, fewest GPUs of any of the job's plans there) pairs, as
+        fewest_by_type gives them."""
+        self._fewest = fewest_of
+        needs: dict[str, int] = {}
         for job in queue:
-            for gpu, (_, fewest) in lean_of(job).items():
-                self.needs[gpu] = self.needs.get(gpu, 0) + fewest
+            for gpu, fewest in fewest_of(job):
+                needs[gpu] = needs.get(gpu, 0) + fewest
+        self.needs = needs
 
     def leave(self, job: QueuedJob) -> None:
         """`job` is handled (placed or left waiting): it no longer counts as demand."""
-        for gpu, (_, fewest) in self._lean(job).items():
-            self.needs[gpu] -= fewest
+        needs = self.needs
+        for gpu, fewest in self._fewest(job):
+            needs[gpu] -= fewest
 
-    def allows(self, job: QueuedJob, choice: PlanChoice, step_s: float, pool: FreePool) -> bool:
-        """Whether `job` (already left) may take `choice`: it costs no more GPU-seconds than the
-        job's leanest plan of its type, or the GPUs it takes beyond that plan's are free GPUs no
-        job still in the queue needs."""
-        gpu = choice.gpu.name
-        if step_s * choice.num_gpus <= self._lean(job)[gpu][0] * (1.0 + 1e-9):
+    def allows(self, choice: PlanChoice, lean: frozenset, pool: FreePool) -> bool:
+        """Whether a job (already left) may take `choice`: it is one of the job's `lean` plans
+        (lean_plans), or the GPUs it takes beyond those are free GPUs no job still in the queue
+        needs."""
+        if id(choice) in lean:
             return True
+        gpu = choice.gpu.name
         return choice.num_gpus + self.needs.get(gpu, 0) <= pool.totals.get(gpu, 0)

@@ -35,9 +35,9 @@ def work_priority(job: QueuedJob, steps: float, now: float, seconds: dict) -> fl
 
 def by_work(queue: Sequence[QueuedJob], now: float, seconds_of: Callable[[QueuedJob], dict]) -> list[QueuedJob]:
     """Smallest work first with aging: highest work_priority (smallest area first for moldable jobs)."""
-    def priority(job: QueuedJob) -> float:
-        return work_priority(job, job.spec.steps, now, seconds_of(job)) if job.plans else 0.0
-    return sorted(queue, key=lambda j: (-priority(j), j.submit_time_s))
+    def key(job: QueuedJob) -> tuple[float, float]:
+        return -work_priority(job, job.spec.steps, now, seconds_of(job)) if job.plans else -0.0, job.submit_time_s
+    return sorted(queue, key=key)
 
 
 def by_response_ratio(queue: Sequence[QueuedJob], now: float,

@@ -37,9 +37,10 @@ def _read(nodes) -> tuple:
 
 
 def _patch(reading: tuple, last, nodes) -> bool:
-    """Update `reading` (of `last`) in place to read `nodes`; False, with nothing changed, where
-    they differ in more than free counts (another node list: the caller rebuilds). Safe because
-    FreePool copies the mutable parts it is given."""
+    """Update `reading` (of `last`) to read `nodes`; False, with nothing changed, where they differ in
+    more than free counts (another node list: the caller rebuilds). A changed type's free GPUs per
+    node are a new dict, never the one changed in place: pools made from the last reading (in this
+    call, or a policy wrapping another) share those until they change them."""
     if len(last) != len(nodes):
         return False
     changed = [(last[i], nodes[i]) for i in compress(range(len(nodes)), map(is_not, last, nodes))]
@@ -48,6 +49,8 @@ def _patch(reading: tuple, last, nodes) -> bool:
                 new.inter_node_bandwidth_bytes_s != old.inter_node_bandwidth_bytes_s:
             return False
     free, totals = reading[0], reading[1]
+    for gpu_type in {new.gpu_type for _, new in changed}:
+        free[gpu_type] = free[gpu_type].copy()
     for old, new in changed:
         free[new.gpu_type][new.name] = new.free_gpus
         totals[new.gpu_type] += new.free_gpus - old.free_gpus
@@ -76,13 +79,23 @@ def _build(nodes) -> tuple:
 class FreePool:
     """Free GPUs per node, grouped by GPU type, with per-type totals for O(1) rejections."""
 
-    __slots__ = ("free", "totals", "widest", "capacity", "links")
+    __slots__ = ("free", "totals", "widest", "capacity", "links", "_own")
 
     def __init__(self, state: ClusterState):
         free, totals, widest, capacity, links = _read(state.nodes)
-        self.free = {t: nodes.copy() for t, nodes in free.items()}
+        # A type's free GPUs per node are copied when this pool first changes them: most calls take
+        # or give GPUs of few types, and the reading they come from is patched for the next call.
+        self.free = dict(free)
+        self._own: set[str] = set()
         self.totals = dict(totals)
         self.widest, self.capacity, self.links = widest, capacity, links  # read-only
+
+    def _nodes(self, gpu_type: str) -> dict[str, int]:
+        """This pool's own free GPUs per node of the type, to change."""
+        if gpu_type not in self._own:
+            self.free[gpu_type] = self.free[gpu_type].copy()
+            self._own.add(gpu_type)
+        return self.free[gpu_type]
 
     def fewest_nodes(self, gpu_type: str, gpus: int) -> int:
         """Nodes a plan of `gpus` GPUs of this type spans at the least (on its widest nodes)."""
@@ -98,7 +111,7 @@ class FreePool:
         return best_fit(self.free[gpu_type], gpus, group)
 
     def take(self, gpu_type: str, allocation) -> None:
-        nodes = self.free[gpu_type]
+        nodes = self._nodes(gpu_type)
         for name, gpus in allocation:
             if nodes[name] < gpus:
                 raise ValueError(f"node {name} has {nodes[name]} free GPUs, cannot take {gpus}")
@@ -106,7 +119,7 @@ class FreePool:
             self.totals[gpu_type] -= gpus
 
     def give(self, gpu_type: str, allocation) -> None:
-        nodes = self.free[gpu_type]
+        nodes = self._nodes(gpu_type)
         for name, gpus in allocation:
             nodes[name] += gpus
             self.totals[gpu_type] += gpus

@@ -54,6 +54,7 @@ had waited before its start did worse on seed 0 (mean cut 29.5% -> 28.3%, p99 no
 from __future__ import annotations
 
 from bisect import bisect_left
+from operator import attrgetter
 from typing import Callable, Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -76,7 +77,7 @@ def _candidates(state: ClusterState, now: float, min_run_s: float) -> dict[str, 
                 (job.job is None or job.job.buys_time):  # a job ranked by cost pays no restart for another
             by_type.setdefault(job.choice.gpu.name, []).append(job)
     for jobs in by_type.values():
-        jobs.sort(key=lambda j: -j.expected_end_s)  # longest remaining first
+        jobs.sort(key=attrgetter("expected_end_s"), reverse=True)  # longest remaining first (stable)
     return {gpu: (jobs, [-j.expected_end_s for j in jobs]) for gpu, jobs in by_type.items()}
 
 

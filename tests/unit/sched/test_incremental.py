@@ -44,6 +44,22 @@ def test_free_pool_follows_nodes_that_change_between_calls():
     assert (pool.totals, pool.capacity, pool.widest) == ({"T4-16G": 8}, {"T4-16G": 8}, {"T4-16G": 8})
 
 
+def test_free_pools_made_from_one_reading_each_see_only_their_own_changes():
+    # Pools share a reading's free GPUs per node until they change them; a wrapping policy may make
+    # one pool from the cluster and another from a narrower view of it within the same call.
+    nodes = [NodeState(name=f"n{i}", gpu_type=TYPES[i % 2], total_gpus=4, free_gpus=4) for i in range(4)]
+    outer = FreePool(ClusterState(nodes=tuple(nodes)))
+    inner = FreePool(ClusterState(nodes=tuple(nodes)))
+    inner.take("T4-16G", (("n0", 3),))
+    outer.give("A100-SXM-40G", (("n1", 0),))
+    assert outer.free["T4-16G"] == {"n0": 4, "n2": 4} and inner.free["T4-16G"] == {"n0": 1, "n2": 4}
+    narrower = [nodes[0].with_free(2)] + nodes[1:]  # the same nodes, other free counts: a patched reading
+    assert FreePool(ClusterState(nodes=tuple(narrower))).free["T4-16G"] == {"n0": 2, "n2": 4}
+    assert outer.free["T4-16G"] == {"n0": 4, "n2": 4} and outer.totals["T4-16G"] == 8
+    assert outer.find("T4-16G", 4, 1) in ((("n0", 4),), (("n2", 4),))
+    assert FreePool(ClusterState(nodes=tuple(nodes))).free["T4-16G"] == {"n0": 4, "n2": 4}
+
+
 def _as_lists(releases: Releases) -> tuple:
     return releases.ends, releases.gpus, releases.allocations  # dicts: equal whatever the order of types
 

@@ -73,7 +73,7 @@ def test_a_job_alone_takes_its_fastest_plan_but_leaves_the_gpus_the_queue_needs(
 def test_a_plan_no_costlier_than_the_leanest_is_always_allowed():
     jobs = [_job(f"j{i}", submit=float(i)) for i in range(12)]
     pool = FreePool(_idle())
-    demand = QueueDemand(jobs, lambda j: step_seconds(j)["lean_by_type"])
+    demand = QueueDemand(jobs, lambda j: step_seconds(j)["fewest_by_type"])
     assert demand.needs == {A100: 12}  # each job's fewest GPUs there: 1
     head = jobs[0]
     demand.leave(head)
@@ -81,9 +81,10 @@ def test_a_plan_no_costlier_than_the_leanest_is_always_allowed():
     lean = min(head.plans, key=lambda c: seconds[id(c)] * c.num_gpus)
     wider = [c for c in head.plans if seconds[id(c)] * c.num_gpus > seconds[id(lean)] * lean.num_gpus]
     # 11 jobs behind need 11 of the 8 free GPUs: no GPU is spare, so only the leanest plan goes
-    assert demand.allows(head, lean, seconds[id(lean)], pool)
-    assert wider and not any(demand.allows(head, c, seconds[id(c)], pool) for c in wider)
+    leanest = seconds["lean_plans"]
+    assert demand.allows(lean, leanest, pool)
+    assert wider and not any(demand.allows(c, leanest, pool) for c in wider)
     for job in jobs[1:-3]:
         demand.leave(job)
     # 3 jobs left behind: 8 - 3 = 5 GPUs are spare, so plans of up to 5 GPUs are allowed
-    assert {c.num_gpus for c in head.plans if demand.allows(head, c, seconds[id(c)], pool)} == {1, 2, 4}
+    assert {c.num_gpus for c in head.plans if demand.allows(c, leanest, pool)} == {1, 2, 4}

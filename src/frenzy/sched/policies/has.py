@@ -89,8 +89,8 @@ ASSIGNED_JOBS = 24
 ORDERS = ("work", "hrrn", "fifo")
 
 
-def _lean_of(job: QueuedJob) -> dict:
-    return step_seconds(job)["lean_by_type"]
+def _fewest_of(job: QueuedJob) -> tuple:
+    return step_seconds(job)["fewest_by_type"]
 
 
 def _split_step_s(job: QueuedJob, choice: PlanChoice, nodes: int) -> float:
@@ -163,6 +163,7 @@ class HeterogeneityAwareScheduler:
 
     def schedule(self, state: ClusterState, queue: Sequence[QueuedJob], now: float) -> list[Decision]:
         pool = FreePool(state)
+        free = pool.totals  # free GPUs per type, as the call takes them
         releases = releases_of(state) if self.time_aware else None
         contended = len(queue) > 1 and self._demand(queue) > sum(pool.totals.values())
         if contended:
@@ -177,7 +178,7 @@ class HeterogeneityAwareScheduler:
             queue, assigned = self._assigned(queue, movers, pool)
         profile = Profile(releases, pool, now) if releases is not None else None
         # held to a lean plan, a job widens later only by growth (elastic, needs predicted ends)
-        demand = QueueDemand(queue, _lean_of) if self.lean and self.elastic and releases is not None else None
+        demand = QueueDemand(queue, _fewest_of) if self.lean and self.elastic and releases is not None else None
         waiting: list[tuple[QueuedJob, Sequence[PlanChoice], float | None]] = []  # + finish if it waits
         waiting_types = _WaitingTypes()
         preempted: set[str] = set()  # running jobs stopped so far in the walk for a faster plan
@@ -196,7 +197,7 @@ class HeterogeneityAwareScheduler:
             allowed = None if demand is None or job.job_id in assigned or not job.buys_time else \
                 self._allowed(job, demand, pool)
             rank, allocation, run_now_s = self._first_now(job, plans, pool, allowed)
-            if allocation is None and not any(pool.fits_total(c.gpu.name, c.num_gpus) for c in plans):
+            if allocation is None and not any(free.get(c.gpu.name, 0) >= c.num_gpus for c in plans):
                 hopeless.add(id(plans))
             wait = None
             if job.job_id in assigned:  # its plan is decided: no patience, it waits only for that plan
@@ -435,8 +436,8 @@ class HeterogeneityAwareScheduler:
     def _allowed(job: QueuedJob, demand: QueueDemand, pool: FreePool):
         """Whether the job may take a plan: its leanest of a type, or wider into GPUs nobody left in
         the queue needs (frenzy.sched.lean)."""
-        seconds = step_seconds(job)
-        return lambda c: demand.allows(job, c, seconds[id(c)], pool)
+        lean = step_seconds(job)["lean_plans"]
+        return lambda c: demand.allows(c, lean, pool)
 
     def _first_now(self, job, plans, pool: FreePool, allowed=None):
         """(rank, allocation, predicted start-up + run there) of the first plan that fits now
@@ -448,9 +449,10 @@ class HeterogeneityAwareScheduler:
         step time and taken only if that still beats the next plan in the list that fits on as few
         nodes as it needs (in time, or for a job ranked by cost, in the price of its GPU-hours)."""
         split = None
+        free = pool.totals
         for rank, choice in enumerate(plans):
             gpu = choice.gpu.name
-            if not pool.fits_total(gpu, choice.num_gpus) or (allowed is not None and not allowed(choice)):
+            if free.get(gpu, 0) < choice.num_gpus or (allowed is not None and not allowed(choice)):
                 continue
             allocation = pool.find(gpu, choice.num_gpus, choice.plan.tp)
             if allocation is None:
