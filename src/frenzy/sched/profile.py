@@ -3,7 +3,7 @@ availability profile HAS builds on it within one scheduling call."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
 from frenzy.sched.pool import FreePool
 from frenzy.sched.types import ClusterState
@@ -14,29 +14,21 @@ class Releases:
     on which nodes, for each type some running job with an expected end holds (in no set order)."""
 
     def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None,
-                 last: Releases | None = None):
-        """`items`, if given: per type, the sorted (end, GPUs, allocation) of `state.running`'s jobs
-        with an expected end (built from `state.running` when absent); the lists of a type whose
-        items are those of `last` are shared with it."""
-        if items is None:
+                 ends: dict[str, list[float]] | None = None, gpus: dict[str, list[int]] | None = None,
+                 allocations: dict[str, list[tuple]] | None = None):
+        """Built from `state.running` unless all four are given: per type, the sorted (end, GPUs,
+        allocation) of its jobs with an expected end, and each column of those as a list."""
+        if allocations is None:
             items = {}
             for job in state.running:
                 if job.expected_end_s is not None:
                     items.setdefault(job.choice.gpu.name, []).append(_item(job))
             for listed in items.values():
                 listed.sort()
-        self.items = items
-        self.ends: dict[str, list[float]] = {}
-        self.gpus: dict[str, list[int]] = {}
-        self.allocations: dict[str, list[tuple]] = {}
-        for gpu, listed in items.items():
-            if last is not None and last.items.get(gpu) is listed:
-                self.ends[gpu], self.gpus[gpu], self.allocations[gpu] = \
-                    last.ends[gpu], last.gpus[gpu], last.allocations[gpu]
-                continue
-            self.ends[gpu] = [t for t, _, _ in listed]
-            self.gpus[gpu] = [n for _, n, _ in listed]
-            self.allocations[gpu] = [a for _, _, a in listed]
+            ends = {gpu: [t for t, _, _ in listed] for gpu, listed in items.items()}
+            gpus = {gpu: [n for _, n, _ in listed] for gpu, listed in items.items()}
+            allocations = {gpu: [a for _, _, a in listed] for gpu, listed in items.items()}
+        self.items, self.ends, self.gpus, self.allocations = items, ends, gpus, allocations
 
 
 def _item(job) -> tuple:
@@ -61,17 +53,29 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
     removed = [job for job in removed if job.expected_end_s is not None]
     if 2 * (len(added) + len(removed)) > len(running):
         return None
-    items = dict(last.items)
+    # the four lists of a changed type are copied, then changed at the same index
+    lists = [dict(last.items), dict(last.ends), dict(last.gpus), dict(last.allocations)]
     copied: set[str] = set()
     for job, add in [(j, False) for j in removed] + [(j, True) for j in added]:
         gpu = job.choice.gpu.name
         if gpu not in copied:
-            items[gpu], copied = list(items.get(gpu, ())), copied | {gpu}
+            for by_type in lists:
+                by_type[gpu] = list(by_type.get(gpu, ()))
+            copied.add(gpu)
+        item = _item(job)
         if add:
-            insort(items[gpu], _item(job))
+            at = bisect_right(lists[0][gpu], item)
+            for by_type, value in zip(lists, (item, *item)):
+                by_type[gpu].insert(at, value)
         else:
-            del items[gpu][bisect_left(items[gpu], _item(job))]
-    return Releases(state, {gpu: listed for gpu, listed in items.items() if listed}, last)
+            at = bisect_left(lists[0][gpu], item)
+            for by_type in lists:
+                del by_type[gpu][at]
+    for gpu in copied:
+        if not lists[0][gpu]:
+            for by_type in lists:
+                del by_type[gpu]
+    return Releases(state, *lists)
 
 
 class Profile:

@@ -51,6 +51,7 @@ for its n <= ASSIGNED_JOBS jobs plus the matching.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 from frenzy.memory.plans import PlanChoice
@@ -308,7 +309,7 @@ class HeterogeneityAwareScheduler:
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
-        return preemptions_for(state, pool, waiting, now, priced or (lambda j, plans: self._priced(j, plans, pool)),
+        return preemptions_for(state, pool, waiting, now, priced or partial(self._priced, pool=pool),
                                latest, stopped, unsplit=self.price_splits, min_run_s=self._restart_s)
 
     def _preempted_for_faster(self, state, pool: FreePool, releases: Releases | None, job: QueuedJob,
