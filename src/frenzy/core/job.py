@@ -53,10 +53,13 @@ class JobSpec:
         fields (tests/unit/sched/test_incremental.py checks)."""
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        spec = object.__new__(JobSpec)
-        for name, value in (("model", self.model), ("training", self.training), ("seq_len", self.seq_len),
-                            ("global_batch", self.global_batch), ("steps", steps), ("_hash", 0)):
-            object.__setattr__(spec, name, value)
+        spec, put = object.__new__(JobSpec), object.__setattr__  # a frozen dataclass's own __setattr__ refuses
+        put(spec, "model", self.model)
+        put(spec, "training", self.training)
+        put(spec, "seq_len", self.seq_len)
+        put(spec, "global_batch", self.global_batch)
+        put(spec, "steps", steps)
+        put(spec, "_hash", 0)
         return spec
 
     @property

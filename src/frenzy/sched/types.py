@@ -102,11 +102,21 @@ class QueuedJob:
 
     def with_steps(self, steps: int) -> QueuedJob:
         """This job with `steps` steps (a running job queued again for the steps it has left). Built
-        directly rather than with dataclasses.replace, which costs twice as much where HAS re-queues
-        slow runners on most calls; keep it in step with the fields (a test checks)."""
-        return QueuedJob(job_id=self.job_id, spec=self.spec.with_steps(steps), plans=self.plans, submit_time_s=self.submit_time_s, requested_gpus=self.requested_gpus,
-                         requested_gpu_type=self.requested_gpu_type, attempts=self.attempts, priority=self.priority,
-                         excluded_gpu_types=self.excluded_gpu_types, objective=self.objective, metadata=self.metadata)
+        field by field rather than through __init__ (or dataclasses.replace, twice as dear again):
+        HAS re-queues slow runners on most calls. Keep it in step with the fields (a test checks)."""
+        job, put = object.__new__(QueuedJob), object.__setattr__  # a frozen dataclass's own __setattr__ refuses
+        put(job, "job_id", self.job_id)
+        put(job, "spec", self.spec.with_steps(steps))
+        put(job, "plans", self.plans)
+        put(job, "submit_time_s", self.submit_time_s)
+        put(job, "requested_gpus", self.requested_gpus)
+        put(job, "requested_gpu_type", self.requested_gpu_type)
+        put(job, "attempts", self.attempts)
+        put(job, "priority", self.priority)
+        put(job, "excluded_gpu_types", self.excluded_gpu_types)
+        put(job, "objective", self.objective)
+        put(job, "metadata", self.metadata)
+        return job
 
     @property
     def buys_time(self) -> bool:
