@@ -15,12 +15,11 @@ sia, smallest cut, runs >= 15%, p99 no worse than sia's, GPU-hours within +5% of
 frenzy.sched.elastic's resizes and moves only 29.6%, +3.6%, 142, 122, 63, for every stop 29.4%,
 +2.6%, 137, 125, 64. For every stop it helped the held-out cluster of bench/sim_generalise.py
 --cluster bench/cluster_odd96.yaml, 22 runs: 11.7%, -9.3%, 8, 13, 3 -> 12.5%, -4.3%, 7, 14, 4; rules
-are chosen on the design half.) This replaced two
-chosen guards (60 s here, 300 s before a resize, frenzy.sched.elastic): on
-bench/sim_generalise.py's design half (56 runs) they gave a mean cut vs sia of 29.3%, smallest
--4.2%, p99 no worse than sia's in 41 runs, GPU-hours within +5% of sia's in 23; the restart's 90 s
-for both gave 29.4%, -0.5%, 42, 22. Victims are evicted, longest remaining first,
-until the waiting job's plan fits on as few nodes as it needs (then those on none of its nodes are
+are chosen on the design half.) This replaced two chosen guards (60 s here, 300 s before a resize,
+frenzy.sched.elastic): on bench/sim_generalise.py's design half (56 runs) they gave a mean cut vs
+sia of 29.3%, smallest -4.2%, p99 no worse than sia's in 41 runs, GPU-hours within +5% of sia's in
+23; the restart's 90 s for both gave 29.4%, -0.5%, 42, 22. Victims are evicted, longest remaining
+first, until the waiting job's plan fits on as few nodes as it needs (then those on none of its nodes are
 spared): a plan spread over more nodes sends its data-parallel traffic over the network and runs
 slower than the run time the trade was judged on (such splits ran 1.9x slower per step on average
 over bench/sim_jct.py's runs), so a preemption that can only free split room is not made. On
