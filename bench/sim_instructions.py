@@ -18,14 +18,13 @@ import hashlib
 import json
 import pickle
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 STRETCHES = {"contended": (64_000, 4_000), "light": (0, 5_000), "startup": (0, 2)}
-CACHE = Path(tempfile.gettempdir()) / "frenzy-sim-instructions"
+CACHE = Path.home() / ".cache" / "frenzy-sim-instructions"  # the user's own: run() unpickles what is there
 
 
 def prepare() -> None:
@@ -35,7 +34,7 @@ def prepare() -> None:
 
     require_shared()
     jobs = sorted((job for path in TRACES for job in load_trace(SHARED / path)), key=lambda j: j.submit_time_s)
-    CACHE.mkdir(exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
     for name, (start, count) in STRETCHES.items():
         stretch = jobs[start:start + count]
         first = stretch[0].submit_time_s
@@ -63,7 +62,10 @@ def main() -> None:
     parser.add_argument("action", choices=("prepare", "run"))
     parser.add_argument("stretch", nargs="?", choices=tuple(STRETCHES), default="contended")
     args = parser.parse_args()
-    prepare() if args.action == "prepare" else run(args.stretch)
+    if args.action == "prepare":
+        prepare()
+    else:
+        run(args.stretch)
 
 
 if __name__ == "__main__":
