@@ -13,21 +13,27 @@ class Releases:
     """When running jobs free GPUs of each type: sorted expected end times, the GPUs each frees and
     on which nodes, for each type some running job with an expected end holds (in no set order)."""
 
-    def __init__(self, state: ClusterState, items: dict[str, list[tuple]] | None = None,
-                 ends: dict[str, list[float]] | None = None, gpus: dict[str, list[int]] | None = None,
-                 allocations: dict[str, list[tuple]] | None = None):
-        """Built from `state.running` unless all four are given: per type, the sorted (end, GPUs,
-        allocation) of its jobs with an expected end, and each column of those as a list."""
-        if allocations is None:
-            items = {}
-            for job in state.running:
-                if job.expected_end_s is not None:
-                    items.setdefault(job.choice.gpu.name, []).append(_item(job))
-            for listed in items.values():
-                listed.sort()
-            ends = {gpu: [t for t, _, _ in listed] for gpu, listed in items.items()}
-            gpus = {gpu: [n for _, n, _ in listed] for gpu, listed in items.items()}
-            allocations = {gpu: [a for _, _, a in listed] for gpu, listed in items.items()}
+    def __init__(self, state: ClusterState):
+        """Per type, the sorted (end, GPUs, allocation) of `state.running`'s jobs with an expected
+        end (`items`), and each column of those as a list."""
+        items: dict[str, list[tuple]] = {}
+        for job in state.running:
+            if job.expected_end_s is not None:
+                items.setdefault(job.choice.gpu.name, []).append(_item(job))
+        for listed in items.values():
+            listed.sort()
+        self._set(items, {gpu: [t for t, _, _ in listed] for gpu, listed in items.items()},
+                  {gpu: [n for _, n, _ in listed] for gpu, listed in items.items()},
+                  {gpu: [a for _, _, a in listed] for gpu, listed in items.items()})
+
+    @classmethod
+    def of_columns(cls, items: dict, ends: dict, gpus: dict, allocations: dict) -> Releases:
+        """A schedule from the four per-type lists as `_updated` keeps them."""
+        releases = cls.__new__(cls)
+        releases._set(items, ends, gpus, allocations)
+        return releases
+
+    def _set(self, items: dict, ends: dict, gpus: dict, allocations: dict) -> None:
         self.items, self.ends, self.gpus, self.allocations = items, ends, gpus, allocations
 
 
@@ -75,7 +81,7 @@ def _updated(last: Releases, last_running: tuple, state: ClusterState) -> Releas
         if not lists[0][gpu]:
             for by_type in lists:
                 del by_type[gpu]
-    return Releases(state, *lists)
+    return Releases.of_columns(*lists)
 
 
 class Profile:

@@ -38,8 +38,8 @@ def step_seconds(job: QueuedJob) -> dict:
     """Predicted seconds per step of each of the job's plans, by id(plan) (and "min_gpus": the
     fewest GPUs any of them needs; "fastest": the least seconds per step of any, "fastest_by_type"
     of any of each GPU type; "leanest_gpu_s": the least GPU-seconds per step of any;
-    "leanest_step_s": that plan's seconds per step; "lean_by_type", "lean_plans" and "fewest_by_type":
-    frenzy.sched.lean's functions of those names)."""
+    "leanest_step_s": that plan's seconds per step; "lean_plans" and "fewest_by_type": frenzy.sched.lean's
+    functions of those names, of its lean_by_type)."""
     entry = _STEP_SECONDS.get(id(job.plans))  # _per_shape's lookup, inlined: the hottest call in HAS
     if entry is not None and entry[0] is job.plans:
         return entry[1]
@@ -58,9 +58,9 @@ def _compute_step_seconds(job: QueuedJob) -> dict:
     leanest = min(job.plans, key=lambda c: seconds[id(c)] * c.num_gpus, default=None)
     seconds["leanest_gpu_s"] = float("inf") if leanest is None else seconds[id(leanest)] * leanest.num_gpus
     seconds["leanest_step_s"] = float("inf") if leanest is None else seconds[id(leanest)]
-    seconds["lean_by_type"] = lean_by_type(job.plans, seconds)
-    seconds["lean_plans"] = lean_plans(job.plans, seconds, seconds["lean_by_type"])
-    seconds["fewest_by_type"] = fewest_by_type(seconds["lean_by_type"])
+    by_type = lean_by_type(job.plans, seconds)
+    seconds["lean_plans"] = lean_plans(job.plans, seconds, by_type)
+    seconds["fewest_by_type"] = fewest_by_type(by_type)
     return seconds
 
 
