@@ -271,6 +271,31 @@ def test_frenzy_preempts_a_long_job_for_a_far_shorter_one():
         started(91), [short], now)]
 
 
+def test_frenzy_preempts_only_where_the_waiting_job_gains_more_than_the_restart_it_costs():
+    # Both T4s are busy: one with a long job (1e7 s left), one with a job ending in `ends_in`
+    # seconds, when the short job would start anyway. Preempting the long job saves the short job
+    # those seconds and costs the long job a restart (start-up + checkpoint restore): it is made only
+    # where the saving is the larger.
+    now, t4 = 10_000.0, "T4-16G"
+    restart = STARTUP_ESTIMATE_S + RESTORE_ESTIMATE_S
+    jobs = {name: _job(name, steps=10_000_000, types=(t4,), max_gpus=1) for name in ("long", "ending")}
+    short = _job("short", steps=10, submit=now, types=(t4,), max_gpus=1)
+    assert [c.num_gpus for c in short.plans] == [1]
+
+    def decided(ends_in):
+        state = ClusterState(
+            nodes=tuple(NodeState(name=n, gpu_type=t4, total_gpus=1, free_gpus=0) for n in ("t0", "t1")),
+            running=tuple(RunningJob(job_id=name, choice=jobs[name].plans[0], allocation=((node, 1),),
+                                     start_time_s=now - 4000, expected_end_s=now + end, job=jobs[name])
+                          for name, node, end in (("long", "t0", 1e7), ("ending", "t1", ends_in))))
+        decisions = get_policy("frenzy").schedule(state, [short], now)
+        _check(decisions, state)
+        return {(type(d).__name__, d.job_id) for d in decisions}
+
+    assert decided(2 * restart) == {("Preempt", "long"), ("Place", "short")}
+    assert decided(restart / 2) == set()
+
+
 def _full_t4_and_short(now: float):
     """Every T4 busy with a long job (run 4000 s, 1e7 s left) and a short T4 job just submitted:
     (state, the long job's plan, the short job); skipped where the short job needs more GPUs."""

@@ -28,9 +28,10 @@ make it time-aware:
     type (a wider data-parallel scale-out) only into free GPUs of the type that no job left in
     the queue needs (frenzy.sched.lean);
   - preemption: a waiting job far shorter than a running job's remaining time may evict it, where
-    that frees room for its plan on as few nodes as it needs (frenzy.sched.preemption:
-    shortest-job-first with a restart-cost guard); so may a job that would start now on a slower
-    plan, for a faster one that saves it more than each victim loses (`_preempted_for_faster`);
+    that frees room for its plan on as few nodes as it needs and saves it more than a restart per
+    victim over waiting (frenzy.sched.preemption: shortest-job-first with a restart-cost guard);
+    so may a job that would start now on a slower plan, for a faster one that saves it more than
+    each victim loses (`_preempted_for_faster`);
   - elasticity: running jobs shrink to smaller plans for a waiting job when that lowers the sum of
     predicted JCTs, and grow into (or move to) GPUs of types no waiting job can use, a move that
     would spread a plan over more nodes than it needs priced at its step time there
@@ -242,8 +243,7 @@ class HeterogeneityAwareScheduler:
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
         stopped = {d.job_id for d in decisions if isinstance(d, Preempt)}  # moved, or preempted for a faster plan
         # stopping others for a job is spending on its time: a job ranked by cost is not served so
-        decisions += self._preemptions(state, pool, releases, [(job, plans) for job, plans, _ in waiting
-                                                               if job.buys_time], now, stopped)
+        decisions += self._preemptions(state, pool, releases, [w for w in waiting if w[0].buys_time], now, stopped)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
     def _assigned(self, queue: Sequence[QueuedJob], movers,
@@ -304,13 +304,14 @@ class HeterogeneityAwareScheduler:
 
     def _preemptions(self, state, pool: FreePool, releases: Releases | None, waiting, now: float,
                      stopped: set[str], priced=None) -> list[Decision]:
-        """frenzy.sched.preemption.preemptions_for for `waiting` ((job, plans) pairs), never stopping
-        a job in `stopped`; `priced` as there (default: each job's plans, kept across calls)."""
+        """frenzy.sched.preemption.preemptions_for for `waiting` ((job, plans, finish if it waits)
+        triples), never stopping a job in `stopped`; `priced` as there (default: each job's plans,
+        kept across calls)."""
         if not (self.preempt and waiting and releases is not None and releases.ends):
             return []
         latest = {gpu: ends[-1] for gpu, ends in releases.ends.items()}
         return preemptions_for(state, pool, waiting, now, priced or partial(self._priced, pool=pool),
-                               latest, stopped, unsplit=self.price_splits, min_run_s=self._restart_s)
+                               latest, stopped, unsplit=self.price_splits, restart_s=self._restart_s)
 
     def _preempted_for_faster(self, state, pool: FreePool, releases: Releases | None, job: QueuedJob,
                               plans: Sequence[PlanChoice], rank: int, run_now_s: float, now: float,
@@ -342,7 +343,7 @@ class HeterogeneityAwareScheduler:
         if not faster:
             return []
         priced = (tuple(self._run_s(job, c, pool) for c in faster), self._priced(job, plans, pool)[1])
-        return self._preemptions(state, pool, releases, [(job, faster)], now,
+        return self._preemptions(state, pool, releases, [(job, faster, now + run_now_s)], now,
                                  {d.job_id for d in decided}, lambda j, p: priced)
 
     def _resizes(self, state, pool: FreePool, releases: Releases | None, waiting, decided,
