@@ -32,6 +32,16 @@ WORKLOAD = ("every job of Philly and of ElasticFlow's cluster04 and cluster08, t
 
 # Earlier rounds on the same command and workload; decisions identical in each round (see the paragraph).
 HISTORY = """\
+After round 6, a policy change (2026-11-29, later that day): HAS preempts for a waiting job only
+where starting it now beats its predicted finish if it waits by more than a restart per victim
+(frenzy.sched.preemption). 233,870 scheduling calls against 236,560. Fewer preemptions leave more
+jobs waiting, and each call's preemption pass walks them: with the rule checked only after the
+victims were found, the contended stretch of bench/sim_instructions.py took 38.13 G instructions
+against 33.65 G; checked first, for the one victim any preemption needs, 34.71 G (+3.2%); the light
+stretch 16.09 G against 16.08 G. The total above ran in a slow hour (loading the trace, unchanged,
+took 5.2 s against 3.7 s at 60.0 s in all for round 6's code earlier the same morning): the target
+stays missed.
+
 Round 6 (2026-11-29; no decision changed: the same hash of every job's record on the full workload,
 236,560 scheduling calls, and on its first 30,000 arrivals, and the same records for all five policies
 on three slices). This machine's speed drifts by more than the change: round 5's code took 58.2 s
