@@ -37,8 +37,8 @@ where starting it now beats its predicted finish if it waits by more than a rest
 (frenzy.sched.preemption). 233,870 scheduling calls against 236,560. Fewer preemptions leave more
 jobs waiting, and each call's preemption pass walks them: with the rule checked only after the
 victims were found, the contended stretch of bench/sim_instructions.py took 38.13 G instructions
-against 33.65 G; checked first, for the one victim any preemption needs, 34.71 G (+3.2%); the light
-stretch 16.09 G against 16.08 G. The total above ran in a slow hour (loading the trace, unchanged,
+against 33.65 G; checked first, for the one victim any preemption needs, per plan 34.71 G and then
+also per job (against its shortest plan) 34.41 G (+2.3%); the light stretch 16.09 G against 16.08 G. The total above ran in a slow hour (loading the trace, unchanged,
 took 5.2 s against 3.7 s at 60.0 s in all for round 6's code earlier the same morning): the target
 stays missed.
 

@@ -131,6 +131,8 @@ def preemptions_for(state: ClusterState, pool: FreePool,
         if not plans:
             continue
         runs, shortest = priced(job, plans)
+        if finish is not None and finish - now - min(shortest.values(), default=math.inf) <= restart_s:
+            continue  # not even its shortest plan gains a victim's restart over waiting
         # the types where some plan is short enough next to a running job's remaining time
         short_enough = {gpu for gpu, run in shortest.items() if latest_end.get(gpu, 0.0) > now + PREEMPT_FACTOR * run}
         if not short_enough:
