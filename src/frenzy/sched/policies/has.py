@@ -243,7 +243,8 @@ class HeterogeneityAwareScheduler:
                 profile.take(choice.gpu.name, choice.num_gpus, start + self._run_s(job, choice, pool))
         stopped = {d.job_id for d in decisions if isinstance(d, Preempt)}  # moved, or preempted for a faster plan
         # stopping others for a job is spending on its time: a job ranked by cost is not served so
-        decisions += self._preemptions(state, pool, releases, [w for w in waiting if w[0].buys_time], now, stopped)
+        decisions += self._preemptions(state, pool, releases, [(job, plans, finish) for job, plans, finish in waiting
+                                                               if job.buys_time], now, stopped)
         return decisions + self._resizes(state, pool, releases, waiting, decisions, now)
 
     def _assigned(self, queue: Sequence[QueuedJob], movers,
