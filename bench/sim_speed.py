@@ -38,9 +38,9 @@ where starting it now beats its predicted finish if it waits by more than a rest
 jobs waiting, and each call's preemption pass walks them: with the rule checked only after the
 victims were found, the contended stretch of bench/sim_instructions.py took 38.13 G instructions
 against 33.65 G; checked first, for the one victim any preemption needs, per plan 34.71 G and then
-also per job (against its shortest plan) 34.41 G (+2.3%); the light stretch 16.09 G against 16.08 G. The total above ran in a slow hour (loading the trace, unchanged,
-took 5.2 s against 3.7 s at 60.0 s in all for round 6's code earlier the same morning): the target
-stays missed.
+also per job (against its shortest plan) 34.41 G (+2.3%); the light stretch 16.09 G against 16.08 G. The total above: 62.5 s, loading the trace (unchanged code) 3.9 s;
+round 6's code gave 60.0 s in all with loading at 3.7 s earlier the same morning, and this code
+69.7 s in a slower half hour (loading 5.2 s). The target stays missed, by 4% in this run.
 
 Round 6 (2026-11-29; no decision changed: the same hash of every job's record on the full workload,
 236,560 scheduling calls, and on its first 30,000 arrivals, and the same records for all five policies
