@@ -127,8 +127,9 @@ class InputPolicy:
     def _model(self, value: str) -> str:
         real = self._inside(value)
         if real is None:
-            if _looks_like_path(value) or _exists_here(value):
-                # load_config would read it as a path: it must be under a root like any other path.
+            if _looks_like_path(value):
+                # a path must be under a root like any other path; whatever else is a name, looked up
+                # as one (JobRequest.config_and_name) even where a file of that name exists
                 raise self._refuse("model", value, "a catalog model, a model in the server's Hugging Face cache, "
                                                    "or a config.json / model folder")
             if len(value) > MAX_NAME_CHARS:  # no model is named so; and suggesting names for it is slow
@@ -174,9 +175,3 @@ def _looks_like_path(value: str) -> bool:
     return (value.startswith(("/", "~", ".")) or value.endswith(".json") or "\\" in value or "\0" in value
             or value.count("/") > 1 or os.sep != "/" and os.sep in value)
 
-
-def _exists_here(value: str) -> bool:
-    try:
-        return os.path.lexists(value)
-    except (OSError, ValueError):
-        return True  # unresolvable as a path: refused like one

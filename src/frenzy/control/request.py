@@ -8,6 +8,7 @@ and every re-plan starts from the same input.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,9 @@ class JobRequest:
         if self.hf_config is not None:
             cfg = dict(self.hf_config)
             return cfg, str(cfg.get("_name_or_path") or self.name or cfg.get("model_type", "custom"))
-        return load_config(self.model)
+        # the inputs check (frenzy.control.inputs) resolves every path to its absolute real path under
+        # a data root: a relative value is a name, never a file where the server happens to run
+        return load_config(self.model, paths=os.path.isabs(self.model))
 
     def training(self) -> TrainingConfig:
         targets = tuple(self.lora_targets)

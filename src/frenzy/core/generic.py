@@ -129,7 +129,13 @@ def structure_of(cfg: dict) -> tuple[dict, str]:
 SIZE_LIMITS = {"decoder layers": (LAYER_COUNT_KEYS, 1024),
                "experts": (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), 4096),
                "hidden size": (("hidden_size", "n_embd", "d_model"), 1 << 17),
-               "vocabulary": (("vocab_size",), 1 << 23)}
+               "vocabulary": (("vocab_size",), 1 << 23),
+               # A causal LM has no classification head, but transformers builds id2label / label2id
+               # maps of num_labels entries and copies them with every copy of the config (the
+               # profiler makes dozens): 10^6 labels held a request for half a minute and 360 MB.
+               # Classification heads in use stay far below this (ImageNet-21k: 21,843 classes).
+               "classification labels": (("num_labels",), 1 << 15)}
+LABEL_MAPS = ("id2label", "label2id")
 
 
 def _check_size(cfg: dict) -> None:
@@ -140,6 +146,12 @@ def _check_size(cfg: dict) -> None:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit):
                 raise InvalidConfigError(f"config.json: {key}={value!r} is not a count of {what} Frenzy plans "
                                          f"(a positive integer up to {limit}); check the config")
+    most = SIZE_LIMITS["classification labels"][1]
+    for key in LABEL_MAPS:
+        value = cfg.get(key)
+        if isinstance(value, (dict, list)) and len(value) > most:
+            raise InvalidConfigError(f"config.json: {key} has {len(value):,} entries, more classification labels "
+                                     f"than Frenzy plans (up to {most}); a causal LM does not use them: leave it out")
 
 
 def _describe(cfg: dict) -> dict:

@@ -132,17 +132,18 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_config(name_or_path: str) -> tuple[Config, str]:
+def load_config(name_or_path: str, *, paths: bool = True) -> tuple[Config, str]:
     """A catalog name (repo id or alias), a repo id in the local Hugging Face cache, a post-training
-    variant of a catalog model (`...-Instruct`: its base's config), or a path to a config.json (or a
-    folder holding one) -> (the raw HF config dict, the model's display name)."""
+    variant of a catalog model (`...-Instruct`: its base's config), or, with `paths`, a path to a
+    config.json (or a folder holding one) -> (the raw HF config dict, the model's display name).
+    Without `paths` the value is a name whatever files exist where the process runs."""
     from frenzy.core import catalog, hf_cache
     from frenzy.core.errors import UnknownNameError
 
     path = Path(name_or_path)
-    if _probe(path.is_dir):
+    if paths and _probe(path.is_dir):
         path = path / "config.json"
-    if path.suffix == ".json" or _probe(path.exists):
+    if paths and (path.suffix == ".json" or _probe(path.exists)):
         if not path.exists():
             raise InvalidConfigError(f"config file {path} does not exist; pass a catalog name or a config.json path")
         raw = read_regular(path, max_bytes=hf_cache.MAX_CONFIG_BYTES, what="config file")

@@ -45,6 +45,21 @@ def test_a_config_value_a_formula_cannot_take_is_a_422_naming_it(client, model, 
     assert all(w in detail for w in words), detail
 
 
+@pytest.mark.parametrize("config", [
+    {**catalog.model_config("openai-community/gpt2"), "num_labels": 10**6},
+    {**catalog.model_config("Qwen/Qwen3-0.6B"), "id2label": {str(i): "x" for i in range(40_000)}},
+    # a family without a formula: refused before the profiler builds it
+    {"model_type": "arcee", "architectures": ["ArceeForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
+     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 640,
+     "max_position_embeddings": 256, "num_labels": 10**7},
+])
+def test_a_label_count_no_model_has_is_refused_before_transformers_builds_its_maps(client, config):
+    # Before: accepted; transformers built 10^6-entry label maps and the profiler copied them for
+    # half a minute and 360 MB, holding a request thread and the profiler's lock.
+    detail = _refused(client, {"hf_config": config, "steps": 2})["detail"]
+    assert "classification labels" in detail and ("num_labels=" in detail or "40,000 entries" in detail), detail
+
+
 def _fields(config: dict) -> list[str]:
     keys = [k for k in config if k not in SKIP] + list(EXTRA)
     nested = [f"text_config.{k}" for k in config.get("text_config") or {} if k not in SKIP]

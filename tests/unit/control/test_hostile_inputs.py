@@ -106,6 +106,18 @@ def test_outside_and_missing_paths_get_the_same_answer(client, outside, field):
     assert SECRET not in existing and "does not exist" not in existing and "JSON" not in existing
 
 
+def test_a_name_gets_the_same_answer_whether_or_not_a_file_of_that_name_exists(client, outside, monkeypatch):
+    # Before: a name that named a file relative to the server's working directory (outside the
+    # roots) was refused as a path outside them, any other as an unknown model: an oracle for which
+    # files exist there.
+    (outside / "etc").mkdir()
+    (outside / "etc" / "shadow").write_text(SECRET)
+    monkeypatch.chdir(outside)
+    answers = {_refused(client, {"model": name})["detail"].replace(name, "NAME")
+               for name in ("etc/shadow", "etc/missing", "etc", "missing")}
+    assert len(answers) == 1 and SECRET not in answers.pop(), answers
+
+
 def test_links_and_dot_dots_out_of_a_root_are_outside(client, tmp_path, outside):
     os.symlink(outside / "config.json", tmp_path / "link.json")
     os.symlink(outside, tmp_path / "link-folder")
