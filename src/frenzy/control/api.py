@@ -35,6 +35,7 @@ from frenzy.core.one_at_a_time import ProfilerBusy
 JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 MAX_SEQUENCE = 2**63 - 1
 MAX_STATE_CHARS = 32  # the longest state name is 9: an error never repeats more than this of a query
+SHOWN_ERROR_CHARS = 200  # how much of a body parser's own error an answer repeats
 ERRORS = {404: {"model": s.ErrorOut}, 409: {"model": s.ErrorOut}, 422: {"model": s.ErrorOut}}
 AUTH = {401: {"model": s.ErrorOut, "description": "no token, or not a valid one"},
         422: {"model": s.ErrorOut}}  # an authenticated route parses its Authorization header
@@ -119,10 +120,13 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
 
     @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", response_class=FileResponse,
              responses={**ERRORS, **AUTH}, tags=["jobs"])
-    def artifact(job_id: str, path: str, who: au.Principal = User) -> FileResponse:
-        """One artifact file, streamed. Only files inside the job's artifact folder are served."""
+    def artifact(job_id: str, path: str, request: Request, who: au.Principal = User) -> FileResponse:
+        """One artifact file, streamed (whole, or the byte ranges of a Range header). Only files inside
+        the job's artifact folder are served."""
         own_job(job_id, who)
         target = arts.resolve(service.artifact_root(job_id), path)
+        if request.headers.get("if-range") is None:  # with If-Range, a stale Range is ignored, not refused
+            arts.check_range(request.headers.get("range"), target.stat().st_size)
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
     @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses={**ERRORS, **AUTH}, tags=["jobs"])
@@ -228,6 +232,13 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(ValueError, reply(422))
     app.add_exception_handler(NoFeasiblePlanError, reply(409))
 
+    @app.exception_handler(arts.RangeError)
+    async def bad_range(_req: Request, exc: arts.RangeError):
+        response = _error(exc.status, str(exc))
+        if exc.status == 416:
+            response.headers["Content-Range"] = f"bytes */{exc.size}"
+        return response
+
     async def busy(_req: Request, exc: Exception):
         response = _error(429, str(exc))
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
@@ -238,7 +249,11 @@ def _errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_req: Request, exc: StarletteHTTPException):
-        response = _error(exc.status_code, str(exc.detail))
+        detail = str(exc.detail)
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):  # FastAPI's "error parsing the body"
+            cause = str(exc.__cause__).split("; use sys.")[0][:SHOWN_ERROR_CHARS]  # not Python's advice to itself
+            detail = f"the body could not be read as JSON ({cause}); send one JSON object in UTF-8"
+        response = _error(exc.status_code, detail)
         response.headers.update(exc.headers or {})
         return response
 
@@ -248,7 +263,11 @@ def _errors(app: FastAPI) -> None:
         for err in exc.errors():
             loc = [p if isinstance(p, int) else str(p) for p in err.get("loc", ()) if p != "body"]
             where = ".".join(str(p) for p in loc)
-            if err.get("type") == "extra_forbidden":
+            if err.get("type") == "json_invalid":  # its loc is a character offset, not a field
+                error = (err.get("ctx") or {}).get("error", "")
+                msg = f"the body is not valid JSON ({error} at character {where or 0}); send one JSON object"
+                loc = []
+            elif err.get("type") == "extra_forbidden":
                 hint = " (GPU counts are chosen by Frenzy)" if "gpu" in where.lower() else ""
                 msg = f"unknown field '{where}'{hint}; remove it"
             else:

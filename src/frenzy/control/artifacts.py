@@ -52,3 +52,30 @@ def resolve(root: Path, relative: str) -> Path:
         raise UnknownArtifactError(f"the job has no artifact '{relative}'; "
                                    "list them with GET /v1/jobs/{id}/artifacts")
     return Path(target)
+
+
+class RangeError(FrenzyError):
+    """A Range header this file cannot answer: `status` 400 (malformed) or 416 (past its end)."""
+
+    def __init__(self, message: str, status: int, size: int):
+        super().__init__(message)
+        self.status, self.size = status, size
+
+
+def check_range(header: str | None, size: int) -> None:
+    """Refuse, with what to ask for instead, a Range header the file response would answer in plain
+    text (malformed: 400; starting past the end: 416); None and satisfiable ranges pass."""
+    if header is None:
+        return
+    how = f"ask for bytes=START-END within the file's {size:,} bytes (e.g. bytes=0-{max(size - 1, 0)})"
+    units, _, ranges = header.partition("=")
+    if units.strip().lower() != "bytes" or not ranges.strip():
+        raise RangeError(f"Range {header[:40]!r} is not a byte range; {how}", 400, size)
+    for part in ranges.split(","):
+        start, dash, end = part.strip().partition("-")
+        if not dash or not (start.isdigit() or start == "") or not (end.isdigit() or end == "") or start == end == "":
+            raise RangeError(f"Range {header[:40]!r} is not a byte range; {how}", 400, size)
+        if start and end and int(end) < int(start):
+            raise RangeError(f"Range {header[:40]!r} ends before it starts; {how}", 400, size)
+        if (int(start) if start else size - int(end)) >= size or start == "" and int(end) == 0:
+            raise RangeError(f"Range {header[:40]!r} starts past the end of the file; {how}", 416, size)

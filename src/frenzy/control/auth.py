@@ -10,7 +10,8 @@ Rules:
 - `/healthz` is open; `/metrics` (every user's running jobs) needs an admin's token, unless the server
   runs with `--no-metrics-auth`.
 - A server listening on loopback with no active token in its store needs no token (the zero-setup
-  default): every request is the local default user, an admin. Once a token exists (or the server
+  default): every request addressed to a loopback name (its Host header: a page that re-resolves its
+  own name to 127.0.0.1 still names itself there) is the local default user, an admin. Once a token exists (or the server
   listens beyond loopback) every other endpoint needs `Authorization: Bearer <token>` (401 otherwise).
 - Listening beyond loopback with no token at all is refused at start (`check_listen`).
 - A user sees, follows and cancels only their own jobs; an admin sees all. Another user's job is a 404
@@ -117,16 +118,34 @@ def authenticate(store: TokenStore, token: str) -> Principal:
     return Principal(user=found[0].user, admin=found[0].admin)
 
 
-def principal(store: TokenStore, settings: AuthSettings, authorization: Optional[str]) -> Principal:
-    """Who sent a request with this Authorization header, under these settings."""
+def principal(store: TokenStore, settings: AuthSettings, authorization: Optional[str],
+              host: Optional[str] = None) -> Principal:
+    """Who sent a request with this Authorization header (and, where it was sent without a token, to
+    this Host header: None where none was sent), under these settings."""
     if authorization:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthError(f"send the token as `Authorization: Bearer <token>`; {HOW_TO_GET_A_TOKEN}")
         return authenticate(store, token)
     if settings.open_without_tokens and not store.has_tokens():
-        return LOCAL
+        # A web page whose own name an attacker re-resolves to 127.0.0.1 (DNS rebinding) reaches a
+        # loopback server as same-origin, but its requests still name the attacker's host.
+        if host is None or is_loopback(host_name(host)):
+            return LOCAL
+        raise AuthError(f"this server answers without a token only requests addressed to a loopback name "
+                        f"(Host: localhost, 127.0.0.1 or [::1]), not Host {host[:80]!r}: reach it as "
+                        f"http://127.0.0.1:PORT, or send a token; {HOW_TO_GET_A_TOKEN}")
     raise AuthError(f"authentication required: send `Authorization: Bearer <token>`; {HOW_TO_GET_A_TOKEN}")
+
+
+HOST_HEADER = re.compile(r"^(\[[0-9a-f:.]+\]|[^:\[\]]+)(:[0-9]{1,5})?$")
+
+
+def host_name(host: str) -> str:
+    """The name or address of a Host header without its port (`[::1]:8000` -> `[::1]`); the header
+    itself where it is no `name[:port]`."""
+    found = HOST_HEADER.match(host.strip().lower())
+    return found.group(1) if found else host
 
 
 def visible_job(job: JobRecord, who: Principal) -> JobRecord:
@@ -164,17 +183,17 @@ def fastapi_dependencies(store: TokenStore, settings: AuthSettings):
     bearer = HTTPBearer(auto_error=False, description="an API token: `frenzy token create` on the server machine")
 
     def user(authorization: Optional[str] = Header(None, include_in_schema=False),
-             _scheme=Depends(bearer)) -> Principal:
+             host: Optional[str] = Header(None, include_in_schema=False), _scheme=Depends(bearer)) -> Principal:
         try:
-            return principal(store, settings, authorization)
+            return principal(store, settings, authorization, host)
         except AuthError as exc:
             raise HTTPException(status_code=401, detail=str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
 
     def metrics(authorization: Optional[str] = Header(None, include_in_schema=False),
-                _scheme=Depends(bearer)) -> Principal:
+                host: Optional[str] = Header(None, include_in_schema=False), _scheme=Depends(bearer)) -> Principal:
         if not settings.metrics_auth:
             return LOCAL
-        who = user(authorization)
+        who = user(authorization, host)
         if not who.admin:  # the metrics name every user's running jobs
             raise HTTPException(status_code=403, detail="/metrics shows every user's jobs: it needs an admin's token "
                                 "(`frenzy token create --user NAME --admin`), or a server started with "

@@ -18,11 +18,11 @@ from frenzy.core.hf_config import arch_from_config, load_config
 from frenzy.core.job import JobSpec
 from frenzy.core.training import (ALL_LINEAR, Attention, Method, Optimizer, Precision, TrainingConfig,
                                   parse_choice)
+from frenzy.data.spec import SUFFIXES as DATA_SUFFIXES
 
 SYNTHETIC = "synthetic"
 OBJECTIVES = ("time", "cost")
 LR_SCHEDULES = ("constant", "linear", "cosine")  # transformers' get_scheduler names, with warmup
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".txt")
 
 # Bounds on what a job may ask for (docs/SERVING.md "Inputs and limits" says why each is where it is).
 # Each is far beyond any real training run, and small enough that no arithmetic on it runs away.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -29,7 +30,7 @@ _BUILDERS = {".parquet": "parquet", ".csv": "csv"}  # JSON is read by _json_rows
 
 
 def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
-    """The records of a local .jsonl/.json/.parquet/.csv file, in file order. The file is checked on
+    """The records of a local .jsonl/.json/.parquet/.csv/.txt file, in file order. The file is checked on
     a descriptor opened without blocking (frenzy.core.safe_read): a FIFO, a device or a file over
     max_bytes (None: no cap) is refused before anything is read."""
     file = Path(path).expanduser()
@@ -50,7 +51,9 @@ def read_rows(path: str, max_bytes: int | None = None) -> list[dict]:
     if max_bytes is not None and size > max_bytes:
         raise InvalidDataError(f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit on data files here; "
                                "pass a smaller file (or split it)")
-    if suffix not in _BUILDERS:
+    if suffix == ".txt":
+        rows = _text_rows(file, max_bytes)
+    elif suffix not in _BUILDERS:
         rows = _json_rows(file, max_bytes)
     else:
         try:
@@ -100,17 +103,30 @@ def _load(file: Path, builder: str) -> list[dict]:
             datasets.enable_progress_bars()
 
 
-def _json_rows(file: Path, max_bytes: int | None) -> list[dict]:
-    """A JSON array of objects, or one JSON value per line; the error names the bad line."""
+def _text(file: Path, max_bytes: int | None) -> str:
+    """The file's UTF-8 text, read through a descriptor checked as read_rows checks it."""
     try:
         with open_regular(file, what="data file") as (fd, size):
             raw = read_descriptor(fd, max_bytes=max_bytes if max_bytes is not None else size, what=str(file))
     except InvalidConfigError as exc:
         raise InvalidDataError(str(exc)) from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidDataError(f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+
+
+def _text_rows(file: Path, max_bytes: int | None) -> list[dict]:
+    """Plain text: one {"text": ...} document per paragraph (the lines up to a blank line), as a corpus
+    of documents is usually written; the text format packs documents into seq_len windows with an
+    end-of-sequence token between them (frenzy.data.prepare)."""
+    paragraphs = re.split(r"\n[ \t\r\f\v]*\n", _text(file, max_bytes).replace("\r\n", "\n"))
+    return [{"text": paragraph.strip("\n")} for paragraph in paragraphs if paragraph.strip()]
+
+
+def _json_rows(file: Path, max_bytes: int | None) -> list[dict]:
+    """A JSON array of objects, or one JSON value per line; the error names the bad line."""
+    text = _text(file, max_bytes)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:

@@ -83,6 +83,9 @@ class _Counts:
     too_long: int = 0  # dropped because over seq_len (for the error's advice)
 
 
+SHOWN_COLUMNS, SHOWN_NAME_CHARS = 20, 60  # how much of a file's columns an error repeats
+
+
 def detect_format(columns: list[str], requested: DataFormat, path: str) -> DataFormat:
     """The format a file's columns make (AUTO), or a check that the requested one's are present."""
     candidates = COLUMNS if requested is DataFormat.AUTO else {requested: COLUMNS[requested]}
@@ -90,7 +93,11 @@ def detect_format(columns: list[str], requested: DataFormat, path: str) -> DataF
         if all(c in columns for c in needed):
             return fmt
     expected = "; ".join(f"{' + '.join(cols)} for {fmt.value}" for fmt, cols in candidates.items())
-    raise InvalidDataError(f"{path}: columns found {sorted(columns)}; expected {expected}. Rename the columns "
+    found = sorted(columns)
+    # a file may have millions of columns: the answer names a few, and how many there are
+    shown = ", ".join(repr(c[:SHOWN_NAME_CHARS]) for c in found[:SHOWN_COLUMNS])
+    more = f" and {len(found) - SHOWN_COLUMNS:,} more" if len(found) > SHOWN_COLUMNS else ""
+    raise InvalidDataError(f"{path}: columns found [{shown}]{more}; expected {expected}. Rename the columns "
                            "or set the data format")
 
 

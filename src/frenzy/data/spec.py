@@ -11,7 +11,7 @@ from pathlib import Path
 
 from frenzy.data.errors import InvalidDataError
 
-SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".txt")  # .txt: one text document per paragraph
 MAX_VALIDATION_FRACTION = 0.5  # more than half held out leaves too little to train on
 
 
@@ -46,7 +46,7 @@ def check_suffix(path: str, field: str) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataSpec:
-    """path: a local .jsonl/.json/.parquet/.csv file. validation: a fraction of the rows in (0, 0.5],
+    """path: a local .jsonl/.json/.parquet/.csv/.txt file. validation: a fraction of the rows in (0, 0.5],
     a path to a separate file in one of the same formats, or None. seed: the validation split's shuffle."""
     path: str
     format: DataFormat = DataFormat.AUTO

@@ -33,7 +33,7 @@ def build_client(tmp_path: Path, inputs: InputPolicy | None = None,
     loop = ControlLoop(store=store, executor=executor, clock=clock, settings=LoopSettings(storage_root=tmp_path))
     inputs = inputs if inputs is not None else InputPolicy(roots=(EXAMPLES, tmp_path))
     service = ControlService(store=store, executor=executor, clock=clock, loop=loop, inputs=inputs)
-    client = TestClient(create_app(service, auth=auth, max_body_bytes=max_body_bytes))
+    client = TestClient(create_app(service, auth=auth, max_body_bytes=max_body_bytes), base_url="http://127.0.0.1")
     client.loop, client.executor, client.store = loop, executor, store
     return client
 

@@ -42,6 +42,21 @@ def test_download_is_the_file_byte_for_byte(client, job):
     assert client.get(f"/v1/jobs/{job_id}/artifacts/sub/notes.txt").text == "inside"
 
 
+def test_byte_ranges_are_served_and_a_bad_one_is_answered_in_the_api_error_shape(client, job):
+    job_id, root = job
+    data, url = (root / "adapter_model.safetensors").read_bytes(), f"/v1/jobs/{job_id}/artifacts/adapter_model.safetensors"
+    for header, part in (("bytes=0-99", data[:100]), ("bytes=299990-", data[-10:]), ("bytes=-5", data[-5:])):
+        r = client.get(url, headers={"Range": header})
+        assert r.status_code == 206 and r.content == part, header
+    # before: 400 in plain text, and a 416 with an empty body
+    for header, status, words in (("bytes=99-0", 400, "ends before it starts"), ("bytes=abc", 400, "not a byte range"),
+                                  ("items=0-5", 400, "not a byte range"), ("bytes=300000-", 416, "past the end"),
+                                  ("bytes=-0", 416, "past the end")):
+        r = client.get(url, headers={"Range": header})
+        assert r.status_code == status and words in r.json()["detail"] and "300,000 bytes" in r.json()["detail"], r.text
+    assert client.get(url, headers={"Range": "bytes=400000-"}).headers["content-range"] == "bytes */300000"
+
+
 @pytest.mark.parametrize("path", ["../secret.txt", "sub/../../secret.txt", "escape.txt", "%2e%2e/secret.txt",
                                   "sub", "missing.bin", "..%2Fsecret.txt", "%2Fetc%2Fpasswd"])
 def test_nothing_outside_the_artifacts_is_served(client, job, path):

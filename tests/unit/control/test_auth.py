@@ -108,6 +108,23 @@ def test_loopback_needs_no_token_until_one_exists(tmp_path):
     assert client.get("/v1/jobs").status_code == 200  # no active token: zero-setup again
 
 
+def test_without_tokens_only_requests_addressed_to_a_loopback_name_are_answered(tmp_path):
+    # Before: any Host was answered as the local admin, so a web page that re-resolves its own name
+    # to 127.0.0.1 (DNS rebinding) could submit, list and cancel jobs.
+    client = _app(tmp_path, None)
+    for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1"):
+        assert client.get("/v1/jobs", headers={"Host": host}).status_code == 200, host
+    for host in ("attacker.example:8000", "attacker.example", "127.0.0.1.attacker.example", "[::1].evil:80",
+                 "10.0.0.5:8000", ""):
+        r = client.post("/v1/jobs", json=BODY, headers={"Host": host})
+        assert r.status_code == 401 and "loopback name" in r.json()["detail"], (host, r.text)
+        assert client.get("/v1/jobs", headers={"Host": host}).status_code == 401
+    assert client.get("/v1/jobs").json() == []  # nothing was queued
+    _, token = auth.create_token(client.store, "alice")  # a token is answered whatever the Host
+    assert client.get("/v1/jobs", headers={"Host": "attacker.example", "Authorization": f"Bearer {token}"}
+                      ).status_code == 200
+
+
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
                                             ("127.0.0.2", True), ("0.0.0.0", False), ("::", False),
                                             ("10.0.0.5", False), ("myhost", False)])

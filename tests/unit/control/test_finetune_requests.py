@@ -74,3 +74,14 @@ def test_settings_that_cannot_run_say_what_to_change(client, body, words):
     r = client.post("/v1/jobs", json=body)
     assert r.status_code == 422, r.text
     assert all(w in r.json()["detail"] for w in words), r.json()["detail"]
+
+
+def test_a_plain_text_corpus_is_accepted_and_read_as_text_documents(client, tmp_path):
+    # Before: the API and docs accepted .txt, and the data check refused it.
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"document {i}: " + "words " * 40 for i in range(30)))
+    r = client.post("/v1/jobs", json={"model": str(EXAMPLES / "tiny-chat"), "dataset": str(corpus), "epochs": 1,
+                                      "global_batch": 4, "seq_len": 64, "method": "lora"})
+    assert r.status_code == 201, r.text
+    log = [ln["line"] for ln in client.get(f"/v1/jobs/{r.json()['id']}/logs").json()["lines"]]
+    assert any("30 rows" in ln and "text" in ln for ln in log), log

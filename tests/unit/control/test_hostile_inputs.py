@@ -227,6 +227,22 @@ def test_plans_query_parameters_have_the_same_bounds(client, params):
     assert r.status_code == 422 and r.json()["errors"][0]["loc"][0] == "query", r.text
 
 
+@pytest.mark.parametrize("body, status, words", [
+    (b'{"model": "gpt2",}', 422, "not valid JSON (Expecting property name enclosed in double quotes at character 17)"),
+    (b"{'model': 'gpt2'}", 422, "not valid JSON (Expecting property name"),
+    (b'{"model": gpt2}', 422, "not valid JSON (Expecting value at character 10)"),
+    (b'{"model": "gpt2", "name": "\xc3"}', 400, "can't decode byte 0xc3 in position 27"),
+    (b'{"model": "gpt2", "steps": ' + b"9" * 5000 + b"}", 400, "value has 5000 digits"),
+])
+def test_a_body_that_is_not_json_is_answered_with_where_it_fails(client, body, status, words):
+    # Before: "17: JSON decode error" with loc [17], as if a field named 17 were wrong, and a bare
+    # "There was an error parsing the body".
+    r = _timed(client.post, "/v1/jobs", content=body, headers={"content-type": "application/json"})
+    out = r.json()
+    assert r.status_code == status and words in out["detail"] and out["errors"][0]["loc"] == [], r.text
+    assert "set_int_max_str_digits" not in out["detail"] and client.get("/v1/jobs").json() == []
+
+
 def test_deep_json_is_a_4xx(client):
     r = _timed(client.post, "/v1/jobs", content=b"[" * 100_000, headers={"content-type": "application/json"})
     assert 400 <= r.status_code < 500 and isinstance(r.json()["detail"], str)

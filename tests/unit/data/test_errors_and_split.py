@@ -50,6 +50,16 @@ def test_bad_fields_and_missing_columns(tmp_path, raw, rows, fmt, words):
     assert words in str(info.value) and "d.jsonl" in str(info.value)
 
 
+def test_a_file_of_many_columns_is_answered_with_a_few_of_them(tmp_path, raw):
+    # Before: every column name was repeated, twice, in the server's answer (85 MB for 2 M columns).
+    row = {f"column_{i:06d}_" + "x" * 100: 0 for i in range(20_000)}
+    with pytest.raises(InvalidDataError) as info:
+        prepare(DataSpec(path=write_jsonl(tmp_path / "wide.jsonl", [row])), raw, 64)
+    text = str(info.value)
+    assert "and 19,980 more" in text and "'column_000000_" in text and "column_000020_" not in text
+    assert len(text) < 2_000 + len(str(tmp_path)), len(text)
+
+
 def test_unreadable_files_say_what_to_do(tmp_path, raw):
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "blank.jsonl").write_text("\n\n")

@@ -16,7 +16,7 @@ def test_strings_become_enums():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"path": "d.txt"}, ".jsonl"),
+    ({"path": "d.docx"}, ".jsonl"),
     ({"path": "d.jsonl", "format": "sharegpt"}, "auto, text, prompt-completion, chat"),
     ({"path": "d.jsonl", "overlong": "wrap"}, "truncate, drop"),
     ({"path": "d.jsonl", "validation": 0.6}, "(0, 0.5]"),

@@ -3,8 +3,9 @@
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from frenzy.data import DataSpec, Overlong, prepare
+from frenzy.data import DataSpec, InvalidDataError, Overlong, prepare
 
 from .conftest import EOS, write_jsonl
 
@@ -82,6 +83,19 @@ def test_parquet_csv_and_json_array_give_the_jsonl_arrays(tmp_path, raw):
         got = prepare(DataSpec(path=str(tmp_path / name)), raw, 12).train
         assert got.input_ids.tobytes() == expected.input_ids.tobytes(), name
         assert got.labels.tobytes() == expected.labels.tobytes(), name
+
+
+def test_a_txt_file_is_one_text_document_per_paragraph(tmp_path, raw):
+    documents = ["first line\nsecond line", "é, \"quoted\"", "third"]
+    expected = prepare(DataSpec(path=write_jsonl(tmp_path / "a.jsonl", [{"text": d} for d in documents])), raw, 8)
+    # blank lines (also with spaces, several, or Windows line ends) separate documents; lines within one do not
+    (tmp_path / "a.txt").write_bytes("\n\nfirst line\r\nsecond line\r\n \r\n\n\né, \"quoted\"\n\t\nthird\n".encode())
+    got = prepare(DataSpec(path=str(tmp_path / "a.txt")), raw, 8)
+    assert got.report.format == "text" and got.report.rows == 3
+    assert got.train.input_ids.tobytes() == expected.train.input_ids.tobytes()
+    (tmp_path / "blank.txt").write_text("\n \n\n")
+    with pytest.raises(InvalidDataError, match="blank.txt holds no records"):
+        prepare(DataSpec(path=str(tmp_path / "blank.txt")), raw, 8)
 
 
 def test_text_documents_start_with_bos_when_the_tokenizer_adds_one(tmp_path, raw):
