@@ -69,6 +69,16 @@ def per_layer_keys(cfg: dict) -> list[str]:
     return sorted(k for k, v in cfg.items() if isinstance(v, list) and len(v) == layers and layers > 1)
 
 
+def per_layer_maps(cfg: dict, layers: int | None = None) -> list[str]:
+    """Config keys that map decoder layer indices to settings of those layers (transformers'
+    `per_layer_config`: {"05": {"head_dim": 512}, ...}, keys as digits); `layers`: the layer count,
+    read from `cfg` where not given."""
+    if layers is None:
+        layers = next((cfg[k] for k in LAYER_COUNT_KEYS if isinstance(cfg.get(k), int)), 0)
+    return sorted(k for k, v in cfg.items() if isinstance(v, dict) and v and all(
+        isinstance(i, int) and 0 <= i < layers or isinstance(i, str) and i.isdigit() and int(i) < layers for i in v))
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("FRENZY_CACHE_DIR") or Path.home() / ".cache" / "frenzy")
 
@@ -107,16 +117,25 @@ def write_json(path: Path, data: dict) -> None:
                           "writable folder") from None
 
 
+# What a structure.json holds changes with Frenzy (2: transformers' Conv1D read as a projection, the
+# layers' buffers, whether the model can recompute its layers): one written before is described again.
+STRUCTURE_VERSION = 2
+
+
+def _current(structure: dict | None) -> dict | None:
+    return structure if structure is not None and structure.get("version") == STRUCTURE_VERSION else None
+
+
 def structure_of(cfg: dict) -> tuple[dict, str]:
     """(the model's structure, its digest), from the cache or measured on the meta device."""
     cfg = text_config(cfg)
     digest = config_digest(cfg)
     folder = model_folder(digest)
-    structure = read_json(folder / "structure.json")
+    structure = _current(read_json(folder / "structure.json"))
     if structure is None:
         _check_size(cfg)
         with profiler_turn():
-            structure = read_json(folder / "structure.json")  # described while this caller waited?
+            structure = _current(read_json(folder / "structure.json"))  # described while this caller waited?
             if structure is None:
                 structure = _describe(cfg)
                 write_json(folder / "config.json", cfg)
@@ -162,7 +181,7 @@ def _describe(cfg: dict) -> dict:
             f"model_type '{cfg.get('model_type')}' has no formula in Frenzy; profiling it once needs PyTorch and "
             f"transformers ({exc.name} is missing): pip install 'frenzy[trace]'") from None
     try:
-        return describe(cfg)
+        return {**describe(cfg), "version": STRUCTURE_VERSION}
     except FrenzyError:
         raise
     except Exception as exc:  # transformers and torch building a model from a request's config: anything
@@ -233,7 +252,8 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
         logit_softcap=float(cfg.get("final_logit_softcapping") or 0.0),
         sliding_window=int(cfg.get("sliding_window") or 0),
         attention_chunk=int(cfg.get("attention_chunk_size") or 0),
-        profile_key=digest, layer_other_params=common_other - sum(
+        profile_key=digest, recompute=structure["recompute"], buffer_bytes_per_layer=structure["buffer_bytes_per_layer"],
+        layer_other_params=common_other - sum(
             p["experts"] * p["in"] * p["out"] for p in common["experts"]),
         irregular_linear_params=irregular_linear,
         irregular_other_params=irregular_other + structure["outside_other_params"] - final_norm_params,

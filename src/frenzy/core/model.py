@@ -138,6 +138,7 @@ class ModelArch:
     # The profiled path (frenzy.core.generic): a family without a formula is described by its module
     # tree, and its activations come from a traced profile stored under this key.
     profile_key: str = ""
+    recompute: bool = True  # the worker can recompute its layers (transformers' activation checkpointing)
     layer_other_params: int | None = None  # per layer outside the projections; None: from the fields above
     # Layers that differ from the common one (DeepSeek's dense first layers, Llama 4's dense MLP
     # layers): their parameters beyond `num_layers` common layers, nn.Linear projections apart.

@@ -27,6 +27,8 @@ def unsupported_reason(spec: JobSpec, plan: ParallelPlan) -> str | None:
         return f"sequence parallelism splits the sequence: seq_len {spec.seq_len} does not divide by tp={plan.tp}"
     if plan.recompute is Recompute.ATTENTION:
         return "the worker runs recompute none, selective or full, not attention-core recomputation"
+    if plan.recompute is not Recompute.NONE and not spec.model.recompute:
+        return f"transformers' {spec.model.family} does not support activation checkpointing: recompute none only"
     return None
 
 

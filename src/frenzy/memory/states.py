@@ -94,7 +94,7 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     root = other - arch.layer_extra_params() * layers - arch.irregular_other_params * layers // arch.num_layers // tp
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
-                      max(lin.sharded_params(tp) for lin in arch.linears))
+                      max((lin.sharded_params(tp) for lin in arch.linears), default=0))
         return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
                            largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers, root=root)
     # transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear modules: peft adapts

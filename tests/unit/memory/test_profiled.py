@@ -102,3 +102,58 @@ def test_an_unwritable_cache_says_where_to_point_it(tmp_path, monkeypatch):
     monkeypatch.setenv("FRENZY_CACHE_DIR", str(blocked))
     with pytest.raises(FrenzyError, match="set FRENZY_CACHE_DIR to a writable folder"):
         load_model(str(CONFIGS / "LGAI-EXAONE--EXAONE-4.0-1.2B.json"))
+
+
+def _cli_memory(config: Path, *extra: str) -> dict:
+    run = [sys.executable, "-m", "frenzy.cli.main", "memory", str(config), "--micro-batch", "2", "--seq", "256",
+           "--json", *extra]
+    return json.loads(subprocess.run(run, capture_output=True, text=True, check=True).stdout)
+
+
+def _meta_params(cfg: dict) -> int:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
+            cfg["model_type"], **{k: v for k, v in cfg.items() if not k.startswith("_") and k != "model_type"}))
+    return sum(p.numel() for p in model.parameters())
+
+
+# Gemma 4: one slice per layer of a packed per-layer input embedding, per-layer head sizes keyed by
+# layer index (transformers' per_layer_config), and a last layer that must attend fully. GPT-1:
+# transformers' Conv1D projections, and no activation checkpointing in transformers.
+FAMILIES = {
+    "gemma4_text": {"model_type": "gemma4_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 8,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                    "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 2,
+                    "per_layer_config": {"03": {"head_dim": 32}, "07": {"head_dim": 32}}, "sliding_window": 64,
+                    "hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 512, "vocab_size": 512,
+                    "max_position_embeddings": 1024, "num_kv_shared_layers": 0, "tie_word_embeddings": True},
+    "openai-gpt": {"model_type": "openai-gpt", "n_embd": 64, "n_head": 4, "n_layer": 4, "n_positions": 1024,
+                   "vocab_size": 1024},
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_families_a_reduced_copy_cannot_hold_are_profiled_and_agree_with_a_full_trace(family, tmp_path, monkeypatch):
+    # Before: Gemma 4 failed to trace (its per-layer config and embeddings sized for the full depth),
+    # GPT-1 stopped with "max() arg is an empty sequence" (no nn.Linear) and then on checkpointing.
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(FAMILIES[family]))
+    predicted, traced = _cli_memory(config), _cli_memory(config, "--trace")
+    assert predicted["model_source"] == "profiled" and predicted["params"] == _meta_params(FAMILIES[family])
+    # the profile of a few layers, extrapolated, against the fake-tensor trace of the whole model
+    assert predicted["allocated_bytes"] == pytest.approx(traced["allocated_bytes"], rel=0.05)
+    assert predicted["breakdown"]["activations"] == pytest.approx(traced["breakdown"]["activations"], rel=0.05)
+
+
+def test_a_family_transformers_cannot_checkpoint_is_planned_without_recomputation(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(FAMILIES["openai-gpt"]))
+    assert _cli_memory(config)["runnable"] is True
+    for recompute in ("full", "selective"):
+        out = _cli_memory(config, "--recompute", recompute)
+        assert out["runnable"] is False and "does not support activation checkpointing" in out["not_runnable_reason"]

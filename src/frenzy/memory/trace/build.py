@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
-from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys, text_config
+from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys, per_layer_maps, text_config
 from frenzy.core.tensor_parallel import TP_RULES
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
 from frenzy.memory.trace.experts import routed_width_key
@@ -197,10 +197,11 @@ def hf_config(cfg: dict):
     return AutoConfig.for_model(model_type(cfg), **kwargs)
 
 
-def build_model(cfg: dict, training: TrainingConfig,
-                keep_layers: list[int] | None = None) -> tuple[nn.Module, list[str]]:
+def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | None = None,
+                whole_prefix: bool = False) -> tuple[nn.Module, list[str]]:
     """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode; and notes.
-    `keep_layers`: build only these decoder layers (a reduced-depth copy, in model order)."""
+    `keep_layers`: build only these decoder layers (a reduced-depth copy, in model order), or with
+    `whole_prefix` every layer up to the last of them."""
     from transformers import AutoModelForCausalLM
 
     notes = []
@@ -214,7 +215,7 @@ def build_model(cfg: dict, training: TrainingConfig,
         notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
     config._attn_implementation = implementation
     model = AutoModelForCausalLM.from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
-    if keep_layers:
+    if keep_layers and not whole_prefix:
         _keep_only(model, keep_layers)
     if training.method is not Method.FULL:
         model = _apply_lora(model, cfg, training)
@@ -228,6 +229,8 @@ def _truncated(cfg: dict, layers: int) -> dict:
     out = dict(cfg)
     for key in per_layer_keys(cfg):
         out[key] = cfg[key][:layers]
+    for key in per_layer_maps(cfg):
+        out[key] = {index: value for index, value in cfg[key].items() if int(index) < layers}
     for key in LAYER_COUNT_KEYS:
         if key in cfg:
             out[key] = layers
@@ -242,9 +245,13 @@ def _keep_only(model: nn.Module, keep: list[int]) -> None:
                              if child is layers)
     setattr(parent, attribute, nn.ModuleList([layers[i] for i in keep]))
     config = model.config
-    per_layer = {k: v for k, v in config.to_dict().items() if isinstance(v, list) and len(v) == len(layers)}
+    settings = config.to_dict()
+    per_layer = {k: v for k, v in settings.items() if isinstance(v, list) and len(v) == len(layers)}
     for key, values in per_layer.items():
         setattr(config, key, [values[i] for i in keep])
+    for key in per_layer_maps(settings, len(layers)):  # renumbered to the kept layers' new positions
+        by_index = {int(index): value for index, value in settings[key].items()}
+        setattr(config, key, {position: by_index[i] for position, i in enumerate(keep) if i in by_index})
     for key in LAYER_COUNT_KEYS:
         if hasattr(config, key) and getattr(config, key) == len(layers):
             setattr(config, key, len(keep))

@@ -26,19 +26,21 @@ ACTIVATIONS = "activations"
 
 
 def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_batch: int, seq: int,
-            recompute: Recompute) -> tuple[list[int], int]:
-    """(bytes each kept layer keeps, bytes kept outside the layers) for one traced step."""
+            recompute: Recompute, whole_prefix: bool) -> tuple[list[int], int]:
+    """(bytes each kept layer keeps, bytes kept outside the layers) for one traced step of the copy
+    holding only the `keep` layers, or with `whole_prefix` every layer up to the last of them."""
     plan = ParallelPlan(micro_batch=micro_batch, recompute=recompute)
     # one step: what a forward keeps does not depend on optimizer state
-    log = record_steps(config_path, training, plan, seq, keep_layers=keep, steps=1).log
+    log = record_steps(config_path, training, plan, seq, keep_layers=keep, steps=1, whole_prefix=whole_prefix).log
     marks = replay(log, 0).at_marks
+    traced = max(keep) + 1 if whole_prefix else len(keep)
     # from one layer's start to the next one's: the loop frees the previous hidden state only when
     # it takes the layer's output, after the layer has returned
-    edges = [marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(len(keep))]
-    edges.append(marks[f"{LAYER_POST}.{len(keep) - 1}"][ACTIVATIONS])
-    layers = [after - before for before, after in zip(edges, edges[1:])]
+    edges = [marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(traced)]
+    edges.append(marks[f"{LAYER_POST}.{traced - 1}"][ACTIVATIONS])
+    every = [after - before for before, after in zip(edges, edges[1:])]
     total = marks["step0.backward"][ACTIVATIONS] - marks["step0.forward"][ACTIVATIONS]
-    return layers, total - sum(layers)
+    return [every[i] for i in keep] if whole_prefix else every, total - sum(every)
 
 
 def _terms(b11: float, b21: float, b12: float, s1: int, s2: int) -> dict:
@@ -59,9 +61,22 @@ def measure(config_path: str, training: TrainingConfig, s1: int, s2: int) -> dic
     # the last kept layer of each kind that another layer follows speaks for the kind
     speaker = {kind: position for position, kind in enumerate(kept_kinds)}
     speaker.update({kind: position for position, kind in enumerate(kept_kinds[:-1])})
-    points = {(mb, s): _growth(config_path, training, keep, mb, s, Recompute.NONE)
-              for mb, s in ((1, s1), (2, s1), (1, s2))}
-    checkpoint, checkpoint_rest = _growth(config_path, training, keep, 1, s1, Recompute.FULL)
+    try:
+        first = _growth(config_path, training, keep, 1, s1, Recompute.NONE, whole_prefix=False)
+        whole_prefix = False
+    except Exception:  # noqa: BLE001 - a copy without the layers between fails in family-specific ways
+        # Some families size modules by the layer count (Gemma 4's per-layer input embeddings pack
+        # one slice per layer), so a copy missing the layers in between cannot run: trace every
+        # layer up to the last kept one instead (slower; the kept layers are read the same way).
+        first = _growth(config_path, training, keep, 1, s1, Recompute.NONE, whole_prefix=True)
+        whole_prefix = True
+    points = {(1, s1): first, **{(mb, s): _growth(config_path, training, keep, mb, s, Recompute.NONE, whole_prefix)
+                                 for mb, s in ((2, s1), (1, s2))}}
+    if structure["recompute"]:
+        checkpoint, checkpoint_rest = _growth(config_path, training, keep, 1, s1, Recompute.FULL, whole_prefix)
+    else:  # a family transformers cannot checkpoint: its recomputing plans are not run
+        # (frenzy.core.worker_support), and are priced as keeping everything
+        checkpoint, checkpoint_rest = first
 
     def fit(read) -> dict:
         return _terms(*(read(*points[p]) for p in ((1, s1), (2, s1), (1, s2))), s1, s2)

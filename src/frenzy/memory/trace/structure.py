@@ -37,12 +37,23 @@ def build_meta(cfg: dict) -> nn.Module:
         return AutoModelForCausalLM.from_config(hf_config(cfg))
 
 
+def _features(module: nn.Module) -> tuple[int, int] | None:
+    """(in, out) features of a projection: an nn.Linear, or transformers' Conv1D (GPT-1's and
+    GPT-2's linear layer with its weight stored transposed, (in, out), which peft adapts too)."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None and module.weight.dim() == 2:
+        return module.nx, module.nf
+    return None
+
+
 def _layer_parts(layer: nn.Module) -> dict:
     linears, experts, other = [], [], 0
     in_linear = set()
     for name, module in layer.named_modules():
-        if isinstance(module, nn.Linear):
-            linears.append({"name": name, "in": module.in_features, "out": module.out_features,
+        features = _features(module)
+        if features is not None:
+            linears.append({"name": name, "in": features[0], "out": features[1],
                             "bias": module.bias is not None, "target": lora_target_of(name.rsplit(".", 1)[-1])})
             in_linear.update(id(p) for p in module.parameters(recurse=False))
     for name, param in layer.named_parameters():
@@ -95,6 +106,11 @@ def describe(cfg: dict) -> dict:
         "layer_kinds": layer_kinds,
         "kinds": layer_parts,
         "norm": _norm_kind(model),
+        # non-parameter tensors the layers hold (GPT-1's float causal mask, n_positions^2 per layer),
+        # as built: floats in fp32, which a pure-bf16 model holds in half the bytes
+        "buffer_bytes_per_layer": sum(b.numel() * b.element_size() for b in layers.buffers()) // max(len(layers), 1),
+        # transformers refuses gradient_checkpointing_enable() for a few (mostly older) families
+        "recompute": bool(getattr(model, "supports_gradient_checkpointing", False)),
     }
 
 
@@ -110,7 +126,8 @@ def reduced_layers(layer_kinds: list[int]) -> list[int]:
     second layer of the first layer's kind (the model's first layer keeps less when its input needs
     no grad, so it cannot speak for its kind), and the layer after the last of them: a layer's
     output counts as kept until the next layer has read it, so a layer speaks for its kind only
-    when another layer follows it."""
+    when another layer follows it; then, where that layer is not of the kind the model's last layer
+    is, the next layer that is."""
     first = {}
     for index, kind in enumerate(layer_kinds):
         first.setdefault(kind, index)
@@ -121,6 +138,9 @@ def reduced_layers(layer_kinds: list[int]) -> list[int]:
     keep = sorted(keep)
     if keep[-1] + 1 < len(layer_kinds):
         keep.append(keep[-1] + 1)
+    if layer_kinds[keep[-1]] != layer_kinds[-1]:  # the copy ends as the model does: some families
+        # require their last layer's kind (Gemma 4's config turns a last sliding layer into full attention)
+        keep.append(next(i for i in range(keep[-1] + 1, len(layer_kinds)) if layer_kinds[i] == layer_kinds[-1]))
     return keep
 
 

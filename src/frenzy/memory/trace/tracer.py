@@ -71,9 +71,10 @@ def trace_step(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len
 
 def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int,
                  keep_origins: bool = False, keep_layers: list[int] | None = None,
-                 steps: int = step.STEPS, stage: int = 0) -> Recording:
+                 steps: int = step.STEPS, stage: int = 0, whole_prefix: bool = False) -> Recording:
     """Build and run the model on fake tensors; the allocation log of its steps. `keep_layers`
-    runs a reduced-depth copy holding only those decoder layers."""
+    runs a reduced-depth copy holding only those decoder layers (with `whole_prefix`, every layer
+    up to the last of them)."""
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
@@ -87,7 +88,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         stack.enter_context(FakeTensorMode())
         stack.enter_context(patches.gpu_decisions())
         semantics = stack.enter_context(CudaSemantics())
-        net, build_notes = build.build_model(cfg, training, keep_layers)
+        net, build_notes = build.build_model(cfg, training, keep_layers, whole_prefix)
         notes += build_notes
         vocab = net.get_output_embeddings().weight.shape[0]
         piped = _pipeline_stage(net, training, plan, stage)
