@@ -70,7 +70,12 @@ def hint_of(message: str) -> str:
     suggestion = re.search(r"(Did you mean: .*|Known: .*|`[^`]+` lists them\.)$", message)
     if suggestion:
         return suggestion.group(1)
-    return message.split("; ", 1)[1] if "; " in message else ""
+    depth = 0  # a library's own error quoted in parentheses may hold "; " of its own
+    for at, char in enumerate(message):
+        depth += (char in "([{") - (char in ")]}")
+        if depth == 0 and message.startswith("; ", at):
+            return message[at + 2:]
+    return ""
 
 
 def report(message: str, hint: str | None = None, **extra: Any) -> None:

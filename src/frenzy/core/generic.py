@@ -117,8 +117,9 @@ def write_json(path: Path, data: dict) -> None:
                           "writable folder") from None
 
 
-# What a structure.json holds changes with Frenzy (2: transformers' Conv1D read as a projection, the
-# layers' buffers, whether the model can recompute its layers): one written before is described again.
+# What a structure.json holds changes with Frenzy (2: transformers' Conv1D read as a projection, a
+# convolution's 3-D weight no longer taken for stacked experts, the layers' buffers, whether the
+# model can recompute its layers): one written by an older Frenzy is described again.
 STRUCTURE_VERSION = 2
 
 

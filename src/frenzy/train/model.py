@@ -44,18 +44,20 @@ def build_base(hf_config: dict, seed: int, weights_folder: str | None = None,
                dtype: torch.dtype = torch.float32) -> nn.Module:
     """The model before any adapter: the folder's weights, or the config's random initialisation
     under `seed` (every rank, and anyone reloading a job's adapter, builds the same weights)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+
+    from frenzy.memory.trace.build import causal_lm_class
 
     # a multimodal config trains its language model (Gemma 3, Llama 4: text_config), as MARP plans it
     raw = {k: v for k, v in text_config(hf_config).items() if k not in ("architectures", "_name_or_path", "auto_map")}
     model_type = raw.pop("model_type")
     config = AutoConfig.for_model(model_type, **raw)
     config._attn_implementation = "sdpa"
+    model = causal_lm_class(config)  # as the tracer builds it (Mllama's text model has no auto mapping)
     if weights_folder:
-        return AutoModelForCausalLM.from_pretrained(weights_folder, config=config, local_files_only=True,
-                                                    dtype=dtype)
+        return model.from_pretrained(weights_folder, config=config, local_files_only=True, dtype=dtype)
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model._from_config(config, dtype=dtype)
 
 
 def _lora(model: nn.Module, cfg: WorkerConfig) -> nn.Module:

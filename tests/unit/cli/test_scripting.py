@@ -279,6 +279,9 @@ def test_an_unexpected_error_is_one_line_and_the_debug_variable_shows_the_traceb
     ("unknown model 'llama-9-7b'. Did you mean: llama-2-7b?", "Did you mean: llama-2-7b?"),
     ("unknown policy 'x'. Known: fifo, frenzy.", "Known: fifo, frenzy."),
     ("--top must be >= 1, got 0", ""),
+    # a library's error quoted in parentheses keeps its own "; " (before: the hint began inside it)
+    ("this axk1 model could not be traced (RuntimeError: shape mismatch; but expected [1, 4]); plan it with a "
+     "config of a family Frenzy has formulas for", "plan it with a config of a family Frenzy has formulas for"),
 ])
 def test_the_hint_is_the_part_of_a_message_that_says_what_to_change(message, hint):
     from frenzy.cli.output import hint_of

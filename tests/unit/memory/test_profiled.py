@@ -157,3 +157,33 @@ def test_a_family_transformers_cannot_checkpoint_is_planned_without_recomputatio
     for recompute in ("full", "selective"):
         out = _cli_memory(config, "--recompute", recompute)
         assert out["runnable"] is False and "does not support activation checkpointing" in out["not_runnable_reason"]
+
+
+def test_a_convolution_in_a_layer_is_not_taken_for_stacked_experts(tmp_path, monkeypatch):
+    # ZAYA's attention holds Conv1d weights (3-D, like transformers 5's fused experts) beside 16
+    # experts: read as 1,280 experts, the model was predicted at 645 B parameters for its 8.8 B.
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = {"model_type": "zaya"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    arch = load_model(str(path))
+    assert arch.model_source == "profiled" and arch.num_params == _meta_params(cfg)
+    assert arch.num_experts == 16
+
+
+def test_a_multimodal_config_whose_text_model_has_no_auto_mapping_is_planned_on_its_text_model(tmp_path, monkeypatch):
+    # Emu3's text config ("emu3_text_model") is no key of transformers' causal-LM auto mapping, but
+    # Emu3ForCausalLM is built on it; before, the config was refused as no causal LM.
+    import torch
+    from transformers import AutoConfig, Emu3ForCausalLM
+
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    text = {"model_type": "emu3_text_model", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+            "num_hidden_layers": 4, "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 1024,
+            "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "emu3", "text_config": text}))
+    with torch.device("meta"):
+        model = Emu3ForCausalLM(AutoConfig.for_model(**text))
+    arch = load_model(str(path))
+    assert arch.model_source == "profiled" and arch.num_params == sum(p.numel() for p in model.parameters())

@@ -202,8 +202,6 @@ def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | No
     """The model (call inside FakeTensorMode), with LoRA/QLoRA applied, in train mode; and notes.
     `keep_layers`: build only these decoder layers (a reduced-depth copy, in model order), or with
     `whole_prefix` every layer up to the last of them."""
-    from transformers import AutoModelForCausalLM
-
     notes = []
     if keep_layers:
         cfg = _truncated(cfg, max(keep_layers) + 1)
@@ -214,7 +212,7 @@ def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | No
         implementation = "eager"
         notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
     config._attn_implementation = implementation
-    model = AutoModelForCausalLM.from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
+    model = causal_lm_class(config)._from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
     if keep_layers and not whole_prefix:
         _keep_only(model, keep_layers)
     if training.method is not Method.FULL:
@@ -257,13 +255,33 @@ def _keep_only(model: nn.Module, keep: list[int]) -> None:
             setattr(config, key, len(keep))
 
 
-def _supports_sdpa(config) -> bool:
+def causal_lm_class(config):
+    """transformers' causal-LM class for a config object: the one AutoModelForCausalLM maps its type
+    to, or else the one built on it (Mllama's and Emu3's text configs, whose own model_type no auto
+    mapping names, are their ...ForCausalLM's config class); None if there is none."""
+    import importlib
+
     from transformers import AutoModelForCausalLM
 
-    if type(config) not in AutoModelForCausalLM._model_mapping:
+    mapping = AutoModelForCausalLM._model_mapping
+    if type(config) in mapping:
+        return mapping[type(config)]
+    # the family's own modeling module, beside its configuration module (importing every model to
+    # search the whole mapping would take many seconds)
+    try:
+        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+    except ImportError:
+        return None
+    return next((model for name, model in vars(module).items() if name.endswith("ForCausalLM")
+                 and getattr(model, "config_class", None) is type(config)), None)
+
+
+def _supports_sdpa(config) -> bool:
+    model = causal_lm_class(config)
+    if model is None:
         raise ValueError(f"model_type '{config.model_type}' has no causal-LM class in transformers; "
                          "the trace runs causal language models only")
-    return bool(getattr(AutoModelForCausalLM._model_mapping[type(config)], "_supports_sdpa", False))
+    return bool(getattr(model, "_supports_sdpa", False))
 
 
 def _replace_module(self, parent, child_name, new_module, child) -> None:

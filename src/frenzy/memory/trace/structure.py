@@ -21,20 +21,20 @@ from torch import nn
 
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import lora_target_of, per_layer_keys, text_config
-from frenzy.memory.trace.build import hf_config
+from frenzy.memory.trace.build import causal_lm_class, hf_config
 from frenzy.memory.trace.patches import decoder_layers
 
 
 def build_meta(cfg: dict) -> nn.Module:
-    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers import CONFIG_MAPPING
 
     kind = cfg.get("model_type")
-    if kind not in CONFIG_MAPPING or kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    model = causal_lm_class(hf_config(cfg)) if kind in CONFIG_MAPPING else None
+    if model is None:
         raise InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal "
                                  "LM the installed transformers can build; pass a Hugging Face causal LM config")
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(hf_config(cfg))
+        return model._from_config(hf_config(cfg))
 
 
 def _features(module: nn.Module) -> tuple[int, int] | None:
@@ -56,10 +56,12 @@ def _layer_parts(layer: nn.Module) -> dict:
             linears.append({"name": name, "in": features[0], "out": features[1],
                             "bias": module.bias is not None, "target": lora_target_of(name.rsplit(".", 1)[-1])})
             in_linear.update(id(p) for p in module.parameters(recurse=False))
+    # a convolution's weight is 3-D too (out, in / groups, kernel), but no stack of experts
+    in_conv = {id(p) for m in layer.modules() if isinstance(m, nn.modules.conv._ConvNd) for p in m.parameters(False)}
     for name, param in layer.named_parameters():
         if id(param) in in_linear:
             continue
-        if param.dim() == 3:  # fused experts (E, out, in): one projection slice per expert
+        if param.dim() == 3 and id(param) not in in_conv:  # fused experts (E, out, in): one projection slice per expert
             experts.append({"name": name, "experts": param.shape[0], "in": param.shape[2], "out": param.shape[1]})
         else:
             other += param.numel()
