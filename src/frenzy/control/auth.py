@@ -10,9 +10,10 @@ Rules:
 - `/healthz` is open; `/metrics` (every user's running jobs) needs an admin's token, unless the server
   runs with `--no-metrics-auth`.
 - A server listening on loopback with no active token in its store needs no token (the zero-setup
-  default): every request addressed to a loopback name (its Host header: a page that re-resolves its
-  own name to 127.0.0.1 still names itself there) is the local default user, an admin. Once a token exists (or the server
-  listens beyond loopback) every other endpoint needs `Authorization: Bearer <token>` (401 otherwise).
+  default): every request addressed to a loopback name (its Host header: a page that re-resolves
+  its own name to 127.0.0.1 still names itself there) is the local default user, an admin. Once a
+  token exists (or the server listens beyond loopback) every other endpoint needs
+  `Authorization: Bearer <token>` (401 otherwise).
 - Listening beyond loopback with no token at all is refused at start (`check_listen`).
 - A user sees, follows and cancels only their own jobs; an admin sees all. Another user's job is a 404
   with the very message of a job that does not exist, so job ids cannot be probed.

@@ -253,7 +253,8 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
         logit_softcap=float(cfg.get("final_logit_softcapping") or 0.0),
         sliding_window=int(cfg.get("sliding_window") or 0),
         attention_chunk=int(cfg.get("attention_chunk_size") or 0),
-        profile_key=digest, recompute=structure["recompute"], buffer_bytes_per_layer=structure["buffer_bytes_per_layer"],
+        profile_key=digest, recompute=structure["recompute"],
+        buffer_bytes_per_layer=structure["buffer_bytes_per_layer"],
         layer_other_params=common_other - sum(
             p["experts"] * p["in"] * p["out"] for p in common["experts"]),
         irregular_linear_params=irregular_linear,

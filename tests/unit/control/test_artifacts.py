@@ -44,7 +44,8 @@ def test_download_is_the_file_byte_for_byte(client, job):
 
 def test_byte_ranges_are_served_and_a_bad_one_is_answered_in_the_api_error_shape(client, job):
     job_id, root = job
-    data, url = (root / "adapter_model.safetensors").read_bytes(), f"/v1/jobs/{job_id}/artifacts/adapter_model.safetensors"
+    data = (root / "adapter_model.safetensors").read_bytes()
+    url = f"/v1/jobs/{job_id}/artifacts/adapter_model.safetensors"
     for header, part in (("bytes=0-99", data[:100]), ("bytes=299990-", data[-10:]), ("bytes=-5", data[-5:])):
         r = client.get(url, headers={"Range": header})
         assert r.status_code == 206 and r.content == part, header

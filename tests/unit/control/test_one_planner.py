@@ -40,8 +40,8 @@ def test_cli_api_loop_and_simulator_offer_the_same_plans(tmp_path):
     store, executor, clock = SqlJobStore(f"sqlite:///{tmp_path / 'f.db'}"), InProcessExecutor(nodes), FakeClock()
     loop = ControlLoop(store=store, executor=executor, clock=clock, settings=LoopSettings(storage_root=tmp_path))
     service = ControlService(store=store, executor=executor, clock=clock, loop=loop, inputs=InputPolicy())
-    api = TestClient(create_app(service), base_url="http://127.0.0.1").get("/v1/plans", params=dict(model=MODEL, global_batch=BATCH,
-                                                                       seq_len=SEQ, steps=STEPS))
+    client = TestClient(create_app(service), base_url="http://127.0.0.1")
+    api = client.get("/v1/plans", params=dict(model=MODEL, global_batch=BATCH, seq_len=SEQ, steps=STEPS))
     assert api.status_code == 200, api.text
     from_api = [_key(p) for p in api.json()["plans"]]
 

@@ -132,13 +132,18 @@ FAMILIES = {
                     "max_position_embeddings": 1024, "num_kv_shared_layers": 0, "tie_word_embeddings": True},
     "openai-gpt": {"model_type": "openai-gpt", "n_embd": 64, "n_head": 4, "n_layer": 4, "n_positions": 1024,
                    "vocab_size": 1024},
+    # Doge: a learned attention mask, which the CPU fused kernel refuses and CUDA's efficient one takes
+    "doge": {"model_type": "doge", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 1024, "max_position_embeddings": 1024,
+             "keep_window_size": 2048, "is_moe": False},
 }
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_families_a_reduced_copy_cannot_hold_are_profiled_and_agree_with_a_full_trace(family, tmp_path, monkeypatch):
     # Before: Gemma 4 failed to trace (its per-layer config and embeddings sized for the full depth),
-    # GPT-1 stopped with "max() arg is an empty sequence" (no nn.Linear) and then on checkpointing.
+    # GPT-1 stopped with "max() arg is an empty sequence" (no nn.Linear) and then on checkpointing,
+    # Doge with "No available kernel".
     monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps(FAMILIES[family]))

@@ -212,7 +212,8 @@ def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | No
         implementation = "eager"
         notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
     config._attn_implementation = implementation
-    model = causal_lm_class(config)._from_config(config, dtype=base_dtype(training), attn_implementation=implementation)
+    model = causal_lm_class(config)._from_config(config, dtype=base_dtype(training),
+                                                 attn_implementation=implementation)
     if keep_layers and not whole_prefix:
         _keep_only(model, keep_layers)
     if training.method is not Method.FULL:

@@ -179,35 +179,43 @@ class CudaSemantics(TorchFunctionMode):
             with sdpa_kernel(SDPBackend.MATH):
                 return func(**bound)
         bound["dropout_p"] = 0.0  # fused CUDA kernels drop out in-kernel: no mask is stored
-        if bound["value"].shape[-1] != q.shape[-1]:
-            # v narrower than q and k (DeepSeek's MLA): CUDA's memory-efficient kernel takes it, the
-            # CPU fused kernel does not; stand in with what the fused kernel keeps. Under autocast the
-            # kernel gets (and keeps) the 16-bit casts CUDA autocast makes of its inputs, which an
-            # autograd Function called directly would not get (DeepSeek-V3 builds an fp32 query
-            # when its rotary part meets fp32 cos/sin).
-            qkv = [bound[name] for name in ("query", "key", "value")]
-            if torch.is_autocast_enabled("cpu"):
-                qkv = [t.to(dtype) if t.is_floating_point() else t for t in qkv]
-            return _FusedAttentionStandIn.apply(*qkv)
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the CPU fused kernel (output + logsumexp)
-            return func(**bound)
+        if bound["value"].shape[-1] == q.shape[-1]:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the CPU fused kernel (output + logsumexp)
+                try:
+                    return func(**bound)
+                except RuntimeError as exc:  # inputs CUDA's memory-efficient kernel takes and the CPU
+                    if "No available kernel" not in str(exc):  # kernel does not (Doge's mask)
+                        raise
+        # v narrower than q and k (DeepSeek's MLA), or inputs the CPU fused kernel refuses: CUDA's
+        # memory-efficient kernel takes them; stand in with what the fused kernel keeps. Under autocast
+        # the kernel gets (and keeps) the 16-bit casts CUDA autocast makes of its inputs, which an
+        # autograd Function called directly would not get (DeepSeek-V3 builds an fp32 query when its
+        # rotary part meets fp32 cos/sin).
+        qkv = [bound[name] for name in ("query", "key", "value")]
+        if torch.is_autocast_enabled("cpu"):
+            qkv = [t.to(dtype) if t.is_floating_point() else t for t in qkv]
+        mask = bound["attn_mask"]  # a learned bias (Doge's dynamic mask) gets its gradient, as on CUDA
+        learned = isinstance(mask, torch.Tensor) and mask.requires_grad
+        return _FusedAttentionStandIn.apply(*qkv, mask if learned else None)
 
 
 class _FusedAttentionStandIn(torch.autograd.Function):
     """A fused attention kernel's memory without its arithmetic (fake tensors have no values): the
-    output, an fp32 logsumexp per query row, and q, k, v and both kept for backward."""
+    output, an fp32 logsumexp per query row, and q, k, v and both kept for backward (and a bias
+    that needs a gradient, kept and given one)."""
 
     @staticmethod
-    def forward(ctx, query, key, value):
+    def forward(ctx, query, key, value, bias=None):
         out = query.new_empty((*query.shape[:-1], value.shape[-1]))
         logsumexp = query.new_empty(query.shape[:-1], dtype=torch.float32)
-        ctx.save_for_backward(query, key, value, out, logsumexp)
+        ctx.save_for_backward(query, key, value, out, logsumexp, *([] if bias is None else [bias]))
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        query, key, value, _, _ = ctx.saved_tensors
-        return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+        query, key, value, *rest = ctx.saved_tensors
+        bias = torch.empty_like(rest[2]) if len(rest) > 2 else None
+        return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), bias
 
 
 def _sdpa_arguments(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

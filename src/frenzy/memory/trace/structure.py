@@ -61,7 +61,7 @@ def _layer_parts(layer: nn.Module) -> dict:
     for name, param in layer.named_parameters():
         if id(param) in in_linear:
             continue
-        if param.dim() == 3 and id(param) not in in_conv:  # fused experts (E, out, in): one projection slice per expert
+        if param.dim() == 3 and id(param) not in in_conv:  # fused experts (E, out, in): a slice per expert
             experts.append({"name": name, "experts": param.shape[0], "in": param.shape[2], "out": param.shape[1]})
         else:
             other += param.numel()
