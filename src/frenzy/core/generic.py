@@ -219,9 +219,12 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
     common = structure["kinds"][common_index]
     linears = [_projection(p) for p in common["linears"]]
     expert_counts = {p["experts"] for p in common["experts"]}
+    # the routed experts' stacks; a stack of fewer (Inkling's two shared experts beside four routed
+    # ones) counts among the layer's other parameters, exactly
+    routed = [p for p in common["experts"] if p["experts"] == max(expert_counts, default=0)]
     linears += [Linear(name=p["name"], in_features=p["in"], out_features=p["out"], bias=False,
                        split=TpSplit.COLUMN, targets=frozenset({p["name"]}), per_expert=True)
-                for p in common["experts"]]
+                for p in routed]
     common_linear, common_other = _kind_params(common)
     irregular_linear = irregular_other = 0
     for kind, n in counts.items():
@@ -255,8 +258,7 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
         attention_chunk=int(cfg.get("attention_chunk_size") or 0),
         profile_key=digest, recompute=structure["recompute"],
         buffer_bytes_per_layer=structure["buffer_bytes_per_layer"],
-        layer_other_params=common_other - sum(
-            p["experts"] * p["in"] * p["out"] for p in common["experts"]),
+        layer_other_params=common_other - sum(p["experts"] * p["in"] * p["out"] for p in routed),
         irregular_linear_params=irregular_linear,
         irregular_other_params=irregular_other + structure["outside_other_params"] - final_norm_params,
     )

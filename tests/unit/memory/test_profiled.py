@@ -132,6 +132,14 @@ FAMILIES = {
                     "max_position_embeddings": 1024, "num_kv_shared_layers": 0, "tie_word_embeddings": True},
     "openai-gpt": {"model_type": "openai-gpt", "n_embd": 64, "n_head": 4, "n_layer": 4, "n_positions": 1024,
                    "vocab_size": 1024},
+    # Inkling: short convolutions converted to fp32 in __init__ (a fake parameter's conversion), and two
+    # shared experts stacked beside four routed ones
+    "inkling_text": {"model_type": "inkling_text", "hidden_size": 64, "intermediate_size": 128, "head_dim": 16,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 4, "d_rel": 16,
+                     "moe_intermediate_size": 64, "n_routed_experts": 4, "n_shared_experts": 2,
+                     "num_experts_per_tok": 2, "swa_head_dim": 16, "swa_num_attention_heads": 4,
+                     "swa_num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 1024,
+                     "bos_token_id": 1, "eos_token_id": 2},
     # Doge: a learned attention mask, which the CPU fused kernel refuses and CUDA's efficient one takes
     "doge": {"model_type": "doge", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
              "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 1024, "max_position_embeddings": 1024,
@@ -143,7 +151,7 @@ FAMILIES = {
 def test_families_a_reduced_copy_cannot_hold_are_profiled_and_agree_with_a_full_trace(family, tmp_path, monkeypatch):
     # Before: Gemma 4 failed to trace (its per-layer config and embeddings sized for the full depth),
     # GPT-1 stopped with "max() arg is an empty sequence" (no nn.Linear) and then on checkpointing,
-    # Doge with "No available kernel".
+    # Doge with "No available kernel", Inkling with "Couldn't swap Conv1d.weight".
     monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps(FAMILIES[family]))

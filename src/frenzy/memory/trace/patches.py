@@ -65,6 +65,38 @@ def gpu_decisions():
         yield
 
 
+@contextmanager
+def fake_parameter_conversion():
+    """A module's `.to(dtype)` on fake parameters (DeepSeek-V4's norms, Inkling's short convolutions
+    call it in __init__) replaces each converted parameter by a new one. torch converts a fake
+    parameter by swapping it with its converted copy, which fails when anything holds a weak
+    reference to it, as FakeTensorMode does ("Couldn't swap ..."); while a model is being built no
+    one else holds its parameters yet, so a new Parameter is the same module."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    original = nn.Module._apply
+
+    def _apply(module, fn, recurse=True):
+        if not any(isinstance(p, FakeTensor) for p in module._parameters.values()):
+            return original(module, fn, recurse)  # its children come back here
+        if recurse:
+            for child in module.children():
+                child._apply(fn)
+        for key, param in module._parameters.items():
+            if param is not None:
+                with torch.no_grad():
+                    converted = fn(param)
+                if converted is not param:
+                    module._parameters[key] = nn.Parameter(converted, requires_grad=param.requires_grad)
+        for key, buffer in module._buffers.items():
+            if buffer is not None:
+                module._buffers[key] = fn(buffer)
+        return module
+
+    with setattr_during(nn.Module, "_apply", _apply):
+        yield
+
+
 def _moe_integration():
     try:
         from transformers.integrations import moe
