@@ -125,8 +125,9 @@ def create_app(service: ControlService, *, auth: au.AuthSettings | None = None,
         the job's artifact folder are served."""
         own_job(job_id, who)
         target = arts.resolve(service.artifact_root(job_id), path)
-        if request.headers.get("if-range") is None:  # with If-Range, a stale Range is ignored, not refused
-            arts.check_range(request.headers.get("range"), target.stat().st_size)
+        wanted = request.headers.get("range")
+        if wanted is not None and request.headers.get("if-range") is None:  # with If-Range, a stale Range
+            arts.check_range(wanted, target.stat().st_size)                   # is ignored, not refused
         return FileResponse(target, media_type="application/octet-stream", filename=target.name)
 
     @app.delete("/v1/jobs/{job_id}", response_model=s.JobSummary, responses={**ERRORS, **AUTH}, tags=["jobs"])

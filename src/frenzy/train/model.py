@@ -53,7 +53,7 @@ def build_base(hf_config: dict, seed: int, weights_folder: str | None = None,
     model_type = raw.pop("model_type")
     config = AutoConfig.for_model(model_type, **raw)
     config._attn_implementation = "sdpa"
-    model = causal_lm_class(config)  # as the tracer builds it (Mllama's text model has no auto mapping)
+    model = causal_lm_class(config)  # as the tracer builds it (Emu3's text model has no auto mapping)
     if weights_folder:
         return model.from_pretrained(weights_folder, config=config, local_files_only=True, dtype=dtype)
     torch.manual_seed(seed)

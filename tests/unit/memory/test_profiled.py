@@ -200,3 +200,13 @@ def test_a_multimodal_config_whose_text_model_has_no_auto_mapping_is_planned_on_
         model = Emu3ForCausalLM(AutoConfig.for_model(**text))
     arch = load_model(str(path))
     assert arch.model_source == "profiled" and arch.num_params == sum(p.numel() for p in model.parameters())
+
+
+def test_a_model_type_transformers_does_not_know_is_refused_in_one_sentence(tmp_path, monkeypatch):
+    # Before: transformers' own error, which lists all its ~1,000 model types (10 KB).
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "no_such_family"}))
+    with pytest.raises(InvalidConfigError, match="'no_such_family' is neither a family") as info:
+        load_model(str(path))
+    assert len(str(info.value)) < 300

@@ -259,8 +259,8 @@ def _keep_only(model: nn.Module, keep: list[int]) -> None:
 
 def causal_lm_class(config):
     """transformers' causal-LM class for a config object: the one AutoModelForCausalLM maps its type
-    to, or else the one built on it (Mllama's and Emu3's text configs, whose own model_type no auto
-    mapping names, are their ...ForCausalLM's config class); None if there is none."""
+    to, or else the one built on it (Emu3's and Mllama's text configs, whose own model_type no auto
+    mapping names, are their ...ForCausalLM's config class). ValueError if there is none."""
     import importlib
 
     from transformers import AutoModelForCausalLM
@@ -271,19 +271,19 @@ def causal_lm_class(config):
     # the family's own modeling module, beside its configuration module (importing every model to
     # search the whole mapping would take many seconds)
     try:
-        module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+        module = vars(importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_")))
     except ImportError:
-        return None
-    return next((model for name, model in vars(module).items() if name.endswith("ForCausalLM")
-                 and getattr(model, "config_class", None) is type(config)), None)
+        module = {}
+    found = next((model for name, model in module.items() if name.endswith("ForCausalLM")
+                  and getattr(model, "config_class", None) is type(config)), None)
+    if found is None:
+        raise ValueError(f"model_type '{config.model_type}' has no causal-LM class in transformers; "
+                         "the trace runs causal language models only")
+    return found
 
 
 def _supports_sdpa(config) -> bool:
-    model = causal_lm_class(config)
-    if model is None:
-        raise ValueError(f"model_type '{config.model_type}' has no causal-LM class in transformers; "
-                         "the trace runs causal language models only")
-    return bool(getattr(model, "_supports_sdpa", False))
+    return bool(getattr(causal_lm_class(config), "_supports_sdpa", False))
 
 
 def _replace_module(self, parent, child_name, new_module, child) -> None:

@@ -25,24 +25,30 @@ from frenzy.memory.trace.build import causal_lm_class, hf_config
 from frenzy.memory.trace.patches import decoder_layers
 
 
-def build_meta(cfg: dict) -> nn.Module:
-    from transformers import CONFIG_MAPPING
+def _unknown(kind) -> InvalidConfigError:
+    return InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal LM "
+                              "the installed transformers can build; pass a Hugging Face causal LM config")
 
-    kind = cfg.get("model_type")
-    model = causal_lm_class(hf_config(cfg)) if kind in CONFIG_MAPPING else None
-    if model is None:
-        raise InvalidConfigError(f"model_type '{kind}' is neither a family Frenzy has formulas for nor a causal "
-                                 "LM the installed transformers can build; pass a Hugging Face causal LM config")
+
+def build_meta(cfg: dict) -> nn.Module:
+    """The model on the meta device (its type known to transformers: describe checks first)."""
+    config = hf_config(cfg)
+    try:
+        model = causal_lm_class(config)
+    except ValueError:
+        raise _unknown(cfg.get("model_type")) from None
     with torch.device("meta"):
-        return model._from_config(hf_config(cfg))
+        return model._from_config(config)
 
 
 def _features(module: nn.Module) -> tuple[int, int] | None:
     """(in, out) features of a projection: an nn.Linear, or transformers' Conv1D (GPT-1's and
     GPT-2's linear layer with its weight stored transposed, (in, out), which peft adapts too)."""
+    from transformers.pytorch_utils import Conv1D
+
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
-    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None and module.weight.dim() == 2:
+    if isinstance(module, Conv1D):
         return module.nx, module.nf
     return None
 
@@ -77,7 +83,11 @@ def _signature(parts: dict, cfg: dict, index: int) -> str:
 
 def describe(cfg: dict) -> dict:
     """JSON structure of the causal LM built from `cfg` (its text sub-config for multimodal ones)."""
+    from transformers import CONFIG_MAPPING
+
     cfg = text_config(cfg)
+    if cfg.get("model_type") not in CONFIG_MAPPING:  # before transformers lists every type it knows
+        raise _unknown(cfg.get("model_type"))
     _require_causal_lm_with_defaults(cfg)
     model = build_meta(cfg)
     layers = decoder_layers(model)
