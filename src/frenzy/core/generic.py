@@ -119,8 +119,9 @@ def write_json(path: Path, data: dict) -> None:
 
 # What a structure.json holds changes with Frenzy (2: transformers' Conv1D read as a projection, a
 # convolution's 3-D weight no longer taken for stacked experts, the layers' buffers, whether the
-# model can recompute its layers): one written by an older Frenzy is described again.
-STRUCTURE_VERSION = 2
+# model can recompute its layers; 3: a tied head's bias counted once, sizes under transformers' own
+# names): one written by an older Frenzy is described again.
+STRUCTURE_VERSION = 3
 
 
 def _current(structure: dict | None) -> dict | None:
@@ -214,6 +215,7 @@ def _first(cfg: dict, *keys, default=0):
 
 
 def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> ModelArch:
+    cfg = {**cfg, **structure["named_sizes"]}
     counts = Counter(structure["layer_kinds"])
     common_index = counts.most_common(1)[0][0]
     common = structure["kinds"][common_index]

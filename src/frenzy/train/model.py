@@ -12,6 +12,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from frenzy.core.generic import text_config
 from frenzy.train.config import WorkerConfig
+from frenzy.train.layers import decoder_layers
 from frenzy.train.recompute import enable_recompute
 
 def build_model(cfg: WorkerConfig) -> nn.Module:
@@ -90,14 +91,6 @@ def apply_tensor_parallel(model: nn.Module, mesh: DeviceMesh, cfg: WorkerConfig)
     parallelize(model, mesh, cfg.family, cfg.sequence_parallel)
 
 
-def _decoder_layers(model: nn.Module) -> list[nn.Module]:
-    for module in model.modules():
-        layers = getattr(module, "layers", None) or getattr(module, "h", None)
-        if isinstance(layers, nn.ModuleList):
-            return list(layers)
-    raise ValueError(f"cannot find the decoder layers of {type(model).__name__}")
-
-
 def fsdp_param_dtype(cfg: WorkerConfig) -> bool:
     """Whether the plan runs FSDP2's MixedPrecisionPolicy (MixedPrecisionMode.FSDP2_PARAM): bf16
     all-gathered parameters over fp32 sharded masters, no autocast."""
@@ -129,7 +122,7 @@ def wrap_data_parallel(model: nn.Module, cfg: WorkerConfig, mesh: DeviceMesh, de
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if fsdp_param_dtype(cfg) else MixedPrecisionPolicy()
     reshard = cfg.zero >= 3
-    for layer in _decoder_layers(model):
+    for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
     fully_shard(model, mesh=mesh["dp"], reshard_after_forward=reshard, mp_policy=policy)
     return model

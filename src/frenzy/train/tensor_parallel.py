@@ -38,6 +38,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, R
                                                parallelize_module)
 
 from frenzy.core.tensor_parallel import TP_RULES, TensorParallelRule, hf_config_tp_unsupported_reason
+from frenzy.train.layers import decoder_layers
 
 SEQUENCE_DIM = 1
 
@@ -71,14 +72,6 @@ def _reduce_partial_gradients(model: nn.Module) -> None:
     for param in model.parameters():
         if param.requires_grad and isinstance(param, DTensor) and all(p.is_replicate() for p in param.placements):
             param.register_post_accumulate_grad_hook(reduce)
-
-
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    for module in model.modules():
-        layers = getattr(module, "layers", None)
-        if isinstance(layers, nn.ModuleList):
-            return layers
-    raise ValueError(f"cannot find the decoder layers of {type(model).__name__}")
 
 
 def _parallelize_layer(layer: nn.Module, mesh: DeviceMesh, rule: TensorParallelRule, sp: bool) -> None:

@@ -144,6 +144,24 @@ FAMILIES = {
     "doge": {"model_type": "doge", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
              "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 1024, "max_position_embeddings": 1024,
              "keep_window_size": 2048, "is_moe": False},
+    # Routing whose shapes are the data (frenzy.memory.trace.known_values): DBRX and LongCat-Flash loop
+    # over nonzero() of the expert mask, JetMoE splits by the experts' counts as Python ints,
+    # ModernBERT-decoder initialises with torch's truncated normal (a rejection loop on values)
+    "dbrx": {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 4, "max_seq_len": 1024, "vocab_size": 1024,
+             "attn_config": {"kv_n_heads": 2, "clip_qkv": 8, "rope_theta": 500000},
+             "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2}},
+    "jetmoe": {"model_type": "jetmoe", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "kv_channels": 16, "intermediate_size": 128, "num_local_experts": 4,
+               "num_experts_per_tok": 2, "vocab_size": 1024, "max_position_embeddings": 1024},
+    "longcat_flash": {"model_type": "longcat_flash", "hidden_size": 64, "num_layers": 2, "num_attention_heads": 4,
+                      "vocab_size": 1024, "ffn_hidden_size": 128, "expert_ffn_hidden_size": 64, "n_routed_experts": 4,
+                      "moe_topk": 2, "zero_expert_num": 2, "kv_lora_rank": 32, "q_lora_rank": 48,
+                      "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16, "head_dim": 8,
+                      "max_position_embeddings": 1024},
+    "modernbert-decoder": {"model_type": "modernbert-decoder", "hidden_size": 64, "intermediate_size": 128,
+                           "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 1024, "pad_token_id": 0,
+                           "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2,
+                           "max_position_embeddings": 1024},
 }
 
 
@@ -151,7 +169,8 @@ FAMILIES = {
 def test_families_a_reduced_copy_cannot_hold_are_profiled_and_agree_with_a_full_trace(family, tmp_path, monkeypatch):
     # Before: Gemma 4 failed to trace (its per-layer config and embeddings sized for the full depth),
     # GPT-1 stopped with "max() arg is an empty sequence" (no nn.Linear) and then on checkpointing,
-    # Doge with "No available kernel", Inkling with "Couldn't swap Conv1d.weight".
+    # Doge with "No available kernel", Inkling with "Couldn't swap Conv1d.weight"; DBRX, JetMoE,
+    # LongCat-Flash and ModernBERT-decoder with FakeTensorMode's data-dependent-output errors.
     monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps(FAMILIES[family]))
@@ -210,3 +229,40 @@ def test_a_model_type_transformers_does_not_know_is_refused_in_one_sentence(tmp_
     with pytest.raises(InvalidConfigError, match="'no_such_family' is neither a family") as info:
         load_model(str(path))
     assert len(str(info.value)) < 300
+
+
+def test_the_layers_profiled_are_the_language_models_not_a_deeper_encoders(tmp_path, monkeypatch):
+    # Phi-4-multimodal's vision (27) and audio (24) encoders hold more layers than a small language
+    # model: taken for the decoder, they never ran in a text step ("KeyError: 'layer_pre.0'").
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = {"model_type": "phi4_multimodal", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024, "pad_token_id": 0,
+           "bos_token_id": 1, "eos_token_id": 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    arch = load_model(str(path))
+    assert arch.num_layers == 4 and arch.num_params == _meta_params(cfg)
+    predicted, traced = _cli_memory(path), _cli_memory(path, "--trace")
+    assert predicted["breakdown"]["weights"] == pytest.approx(traced["breakdown"]["weights"], rel=0.01)
+
+
+def test_layers_a_text_step_skips_are_profiled_as_keeping_nothing(tmp_path, monkeypatch):
+    # Mllama's text model interleaves cross-attention layers (another class) that a step without an
+    # image skips: before, no layer list was found, then the skipped layers' marks were missing.
+    import torch
+    from transformers import AutoConfig, MllamaForCausalLM
+
+    monkeypatch.setenv("FRENZY_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = {"model_type": "mllama_text_model", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 8,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1024, "cross_attention_layers": [3, 7],
+           "max_position_embeddings": 1024, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with torch.device("meta"):
+        model = MllamaForCausalLM(AutoConfig.for_model(**cfg))
+    arch = load_model(str(path))
+    # the head has 8 rows fewer than the embedding (image tokens), which the profiled model does not tell apart
+    assert arch.num_params == pytest.approx(sum(p.numel() for p in model.parameters()), rel=0.002)
+    predicted, traced = _cli_memory(path), _cli_memory(path, "--trace")
+    assert predicted["allocated_bytes"] == pytest.approx(traced["allocated_bytes"], rel=0.05)
+    assert predicted["breakdown"]["activations"] == pytest.approx(traced["breakdown"]["activations"], rel=0.05)

@@ -40,3 +40,26 @@ def test_working_weights_stay_gathered_between_forward_and_backward_below_zero3(
     assert master.to_local().shape[0] * 2 == full_rows  # fp32 master: a 1/dp shard
     assert isinstance(grad, DTensor) and grad.dtype == torch.float32
     assert grad.to_local().shape == master.to_local().shape  # gradients sharded at ZeRO-1 too
+
+
+DBRX = {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256, "vocab_size": 512,
+        "attn_config": {"kv_n_heads": 2, "clip_qkv": 8, "rope_theta": 500000},
+        "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2}}
+
+
+def test_the_decoder_layers_the_tracer_profiles_are_the_units_zero3_shards(tmp_path, fake_world):
+    # DBRX keeps its layers in transformer.blocks: the worker looked only for `layers` or `h` and
+    # refused ZeRO >= 1 ("cannot find the decoder layers"), though the tracer profiles those blocks.
+    from torch.distributed.fsdp import FSDPModule
+
+    from frenzy.train.layers import decoder_layers
+
+    cfg = WorkerConfig(**base_config(tmp_path, model_name="small-dbrx", family="dbrx", hf_config=DBRX,
+                                     dp=2, zero=3, micro_batch=1))
+    model = wrap_data_parallel(build_model(cfg), cfg, device_mesh(cfg, "cpu"), torch.device("cpu"))
+    blocks = decoder_layers(model)
+    assert blocks is model.transformer.blocks and all(isinstance(block, FSDPModule) for block in blocks)
+    ids = torch.randint(0, 512, (1, 16))
+    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.backward()
+    assert torch.isfinite(loss)

@@ -24,7 +24,8 @@ from frenzy.core.generic import LAYER_COUNT_KEYS, lora_target_of, per_layer_keys
 from frenzy.core.tensor_parallel import TP_RULES
 from frenzy.core.training import Attention, Method, Precision, TrainingConfig
 from frenzy.memory.trace.experts import routed_width_key
-from frenzy.memory.trace.patches import decoder_layers, fake_parameter_conversion, setattr_during
+from frenzy.memory.trace.patches import fake_parameter_conversion, fake_truncated_normal, setattr_during
+from frenzy.train.layers import decoder_layers
 
 # Normalised projection names -> module-name suffixes peft matches ("a.b" matches "...a.b").
 _LLAMA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
@@ -212,7 +213,7 @@ def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | No
         implementation = "eager"
         notes.append(f"{cfg['model_type']} has no SDPA attention in transformers: traced with eager attention")
     config._attn_implementation = implementation
-    with fake_parameter_conversion():
+    with fake_parameter_conversion(), fake_truncated_normal():
         model = causal_lm_class(config)._from_config(config, dtype=base_dtype(training),
                                                      attn_implementation=implementation)
     if keep_layers and not whole_prefix:

@@ -97,6 +97,37 @@ def fake_parameter_conversion():
         yield
 
 
+@contextmanager
+def fake_truncated_normal():
+    """torch's `trunc_normal_` redraws until no value falls outside [a, b] and asks `mask.any()`
+    each round, which a fake tensor cannot answer (ModernBERT initialises its weights with it). A
+    fake weight holds no values, so while a model is built a clamped normal stands in for it."""
+
+    def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+        with torch.no_grad():
+            return tensor.normal_(mean, std, generator=generator).clamp_(a, b)
+
+    with ExitStack() as stack:
+        stack.enter_context(setattr_during(nn.init, "trunc_normal_", trunc_normal_))
+        try:
+            from transformers.initialization import TORCH_INIT_FUNCTIONS
+        except ImportError:  # transformers 4.x calls torch's own, patched above
+            TORCH_INIT_FUNCTIONS = {}
+        if "trunc_normal_" in TORCH_INIT_FUNCTIONS:
+            stack.enter_context(_item_during(TORCH_INIT_FUNCTIONS, "trunc_normal_", trunc_normal_))
+        yield
+
+
+@contextmanager
+def _item_during(mapping: dict, key, value):
+    original = mapping[key]
+    mapping[key] = value
+    try:
+        yield
+    finally:
+        mapping[key] = original
+
+
 def _moe_integration():
     try:
         from transformers.integrations import moe
@@ -154,18 +185,3 @@ def attention_recompute(layers: nn.ModuleList, region, context_fn):
                 setattr(module, name, _recomputed(getattr(module, name), region, context_fn))
                 stack.callback(partial(delattr, module, name))
         yield
-
-
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The longest ModuleList of identical `*Layer`/`*Block` modules: the decoder layers of any HF
-    causal LM (model.layers, transformer.h, gpt_neox.layers, decoder.layers)."""
-    best = None
-    for module in model.modules():
-        if not isinstance(module, nn.ModuleList) or len(module) == 0 or len({type(m) for m in module}) != 1:
-            continue
-        kind = type(module[0]).__name__
-        if ("Layer" in kind or "Block" in kind) and (best is None or len(module) > len(best)):
-            best = module
-    if best is None:
-        raise ValueError(f"{type(model).__name__}: no decoder layer list found")
-    return best

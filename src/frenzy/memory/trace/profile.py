@@ -35,9 +35,13 @@ def _growth(config_path: str, training: TrainingConfig, keep: list[int], micro_b
     marks = replay(log, 0).at_marks
     traced = max(keep) + 1 if whole_prefix else len(keep)
     # from one layer's start to the next one's: the loop frees the previous hidden state only when
-    # it takes the layer's output, after the layer has returned
-    edges = [marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(traced)]
-    edges.append(marks[f"{LAYER_POST}.{traced - 1}"][ACTIVATIONS])
+    # it takes the layer's output, after the layer has returned. A layer the step skips (Mllama's
+    # cross-attention layers without an image) leaves no mark and keeps nothing: its start is the
+    # next layer's.
+    starts = {i: marks[f"{LAYER_PRE}.{i}"][ACTIVATIONS] for i in range(traced) if f"{LAYER_PRE}.{i}" in marks}
+    edges = [marks[f"{LAYER_POST}.{max(starts)}"][ACTIVATIONS]]
+    for i in reversed(range(traced)):
+        edges.insert(0, starts.get(i, edges[0]))
     every = [after - before for before, after in zip(edges, edges[1:])]
     total = marks["step0.backward"][ACTIVATIONS] - marks["step0.forward"][ACTIVATIONS]
     return [every[i] for i in keep] if whole_prefix else every, total - sum(every)

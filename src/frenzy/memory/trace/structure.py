@@ -22,7 +22,7 @@ from torch import nn
 from frenzy.core.errors import InvalidConfigError
 from frenzy.core.generic import lora_target_of, per_layer_keys, text_config
 from frenzy.memory.trace.build import causal_lm_class, hf_config
-from frenzy.memory.trace.patches import decoder_layers
+from frenzy.train.layers import decoder_layers
 
 
 def _unknown(kind) -> InvalidConfigError:
@@ -81,6 +81,9 @@ def _signature(parts: dict, cfg: dict, index: int) -> str:
     return repr((shapes, parts["other_params"], per_layer))
 
 
+_NAMED_SIZES = ("num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings")
+
+
 def describe(cfg: dict) -> dict:
     """JSON structure of the causal LM built from `cfg` (its text sub-config for multimodal ones)."""
     from transformers import CONFIG_MAPPING
@@ -104,7 +107,8 @@ def describe(cfg: dict) -> dict:
             layer_parts.append(parts)
     in_layers = {id(p) for p in layers.parameters()}
     outside = [p for p in model.parameters() if id(p) not in in_layers]
-    head_params = 0 if tied or head is None else sum(p.numel() for p in head.parameters())
+    # a tied head's bias is the head's own (ModernBERT-decoder's), counted with it as head_bias
+    head_params = 0 if head is None else sum(p.numel() for p in head.parameters() if p is not embedding)
     return {
         "model_type": cfg["model_type"],
         "vocab_size": embedding.shape[0],
@@ -121,9 +125,20 @@ def describe(cfg: dict) -> dict:
         # non-parameter tensors the layers hold (GPT-1's float causal mask, n_positions^2 per layer),
         # as built: floats in fp32, which a pure-bf16 model holds in half the bytes
         "buffer_bytes_per_layer": sum(b.numel() * b.element_size() for b in layers.buffers()) // max(len(layers), 1),
+        # sizes under transformers' own names, whichever keys the family's config spells them with
+        # (DBRX: n_heads, max_seq_len)
+        "named_sizes": {key: value for key in _NAMED_SIZES
+                        if isinstance(value := _named_size(model.config, key), int) and value > 0},
         # transformers refuses gradient_checkpointing_enable() for a few (mostly older) families
         "recompute": bool(getattr(model, "supports_gradient_checkpointing", False)),
     }
+
+
+def _named_size(config, key: str):
+    try:
+        return getattr(config, key, None)
+    except RuntimeError:  # a size that differs by layer refuses a global read (Gemma 4's head_dim)
+        return None
 
 
 def _norm_kind(model: nn.Module) -> str:

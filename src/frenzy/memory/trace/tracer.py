@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gc
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
 
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
@@ -16,9 +17,11 @@ from frenzy.core.training import Attention, Method, Optimizer, Recompute, Traini
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
 from frenzy.memory.trace import build, experts, fsdp, optim, patches, pipeline_stage, sequence_parallel, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
+from frenzy.memory.trace.known_values import KnownValues
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
 from frenzy.memory.trace.replay import Replay, replay
+from frenzy.train.layers import decoder_layers
 from frenzy.train.recompute import enable_recompute
 
 
@@ -75,6 +78,18 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     """Build and run the model on fake tensors; the allocation log of its steps. `keep_layers`
     runs a reduced-depth copy holding only those decoder layers (with `whole_prefix`, every layer
     up to the last of them)."""
+    run = partial(_record_steps, model, training, plan, seq_len, keep_origins, keep_layers, steps, stage, whole_prefix)
+    try:
+        return run(known_values=False)
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        # a family that routes by values (frenzy.memory.trace.known_values), run again with them:
+        # keeping values costs every other family twice the tracing time for nothing
+        return run(known_values=True)
+
+
+def _record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int, keep_origins: bool,
+                  keep_layers: list[int] | None, steps: int, stage: int, whole_prefix: bool,
+                  known_values: bool) -> Recording:
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
     cfg, _name = load_config(model)
@@ -92,7 +107,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         notes += build_notes
         vocab = net.get_output_embeddings().weight.shape[0]
         piped = _pipeline_stage(net, training, plan, stage)
-        layers = patches.decoder_layers(net)
+        layers = decoder_layers(net)
         experts.split_by_expert(layers, cfg["model_type"], plan.tp)
         recorder = AllocationRecorder(vocab_size=vocab, keep_origins=keep_origins)
         _configure_recompute(net, layers, training, plan, recorder, semantics, stack)
@@ -104,7 +119,7 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
         hooks = step.install_hooks(recorder, layers, trainable)
         if plan.sequence_parallel and not sharded:
             hooks += sequence_parallel.emulate(net, layers, cfg["model_type"], plan.tp, seq_len)
-        with recorder:
+        with KnownValues() if known_values else nullcontext(), recorder:
             for tensor in (*net.parameters(), *net.buffers()):
                 recorder.register(fsdp.local(tensor), WEIGHTS)
             if piped is not None:
