@@ -45,14 +45,12 @@ def build_base(hf_config: dict, seed: int, weights_folder: str | None = None,
                dtype: torch.dtype = torch.float32) -> nn.Module:
     """The model before any adapter: the folder's weights, or the config's random initialisation
     under `seed` (every rank, and anyone reloading a job's adapter, builds the same weights)."""
-    from transformers import AutoConfig
-
-    from frenzy.memory.trace.build import causal_lm_class
+    from frenzy.memory.trace.build import causal_lm_class, config_for_model
 
     # a multimodal config trains its language model (Gemma 3, Llama 4: text_config), as MARP plans it
     raw = {k: v for k, v in text_config(hf_config).items() if k not in ("architectures", "_name_or_path", "auto_map")}
     model_type = raw.pop("model_type")
-    config = AutoConfig.for_model(model_type, **raw)
+    config = config_for_model(model_type, raw)
     config._attn_implementation = "sdpa"
     model = causal_lm_class(config)  # as the tracer builds it (Emu3's text model has no auto mapping)
     if weights_folder:

@@ -29,6 +29,7 @@ PUBLISHED_PARAMS = {
     "microsoft--Phi-3.5-MoE-instruct": (41.9e9, "model card: 41.9B total parameters"),
     "HuggingFaceTB--SmolLM3-3B": (3.08e9, "model card: 3B (3.08B) parameters"),
     "zai-org--GLM-4.5-Air": (106e9, "nominal: model card '106B total parameters'"),
+    "databricks--dbrx-base": (132e9, "nominal: model card '132B total parameters'"),
 }
 
 

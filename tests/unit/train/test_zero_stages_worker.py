@@ -44,7 +44,8 @@ def test_working_weights_stay_gathered_between_forward_and_backward_below_zero3(
 
 DBRX = {"model_type": "dbrx", "d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 256, "vocab_size": 512,
         "attn_config": {"kv_n_heads": 2, "clip_qkv": 8, "rope_theta": 500000},
-        "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2}}
+        # as DBRX's published config writes it: an integer where transformers declares a float
+        "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2, "moe_normalize_expert_weights": 1}}
 
 
 def test_the_decoder_layers_the_tracer_profiles_are_the_units_zero3_shards(tmp_path, fake_world):

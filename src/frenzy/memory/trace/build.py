@@ -14,7 +14,9 @@ are then split by expert as the worker splits them (trace.experts).
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 from contextlib import ExitStack, contextmanager
 
 import torch
@@ -190,12 +192,34 @@ def attn_implementation(attention: Attention) -> str:
 
 def hf_config(cfg: dict):
     """transformers config object for a config.json dict (bookkeeping keys dropped, no KV cache)."""
-    from transformers import AutoConfig
-
     kwargs = {k: v for k, v in cfg.items()
               if not k.startswith("_") and k not in ("model_type", "torch_dtype", "dtype", "transformers_version")}
     kwargs["use_cache"] = False
-    return AutoConfig.for_model(model_type(cfg), **kwargs)
+    return config_for_model(model_type(cfg), kwargs)
+
+
+def config_for_model(kind: str, values: dict):
+    """`AutoConfig.for_model(kind, **values)`, where a JSON integer given for a field transformers
+    declares a float is read as that float: JSON writers print 1.0 as 1, and transformers' strict
+    fields refuse it (DBRX's published config has `moe_normalize_expert_weights: 1`)."""
+    from transformers import AutoConfig
+
+    values = copy.deepcopy(values)
+    while True:
+        try:
+            return AutoConfig.for_model(kind, **values)
+        except Exception as exc:  # noqa: BLE001 - huggingface_hub's StrictDataclassFieldValidationError
+            found = re.match(r"Validation error for field '([^']+)'", str(exc))
+            if not found or "expected float, got int" not in str(exc) or not _int_to_float(values, found[1]):
+                raise
+
+
+def _int_to_float(values: dict, key: str) -> bool:
+    """Make the integer `key` (at any depth: DBRX's ffn_config) a float; whether one was found."""
+    if type(values.get(key)) is int:
+        values[key] = float(values[key])
+        return True
+    return any(_int_to_float(value, key) for value in values.values() if isinstance(value, dict))
 
 
 def build_model(cfg: dict, training: TrainingConfig, keep_layers: list[int] | None = None,
