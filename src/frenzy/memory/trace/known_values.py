@@ -67,7 +67,7 @@ class KnownValues(TorchDispatchMode):
             # (nonzero, unique, item) is decided by that tensor's values whatever its type
             if any(not t.is_floating_point() for t in unknown) or (unknown and len(fakes) == 1):
                 raise
-            return self._run_on_copies(func, args, kwargs, stand_in_unknown=True)
+            return self._run_on_copies(func, args, kwargs)
         if func in _CHOICES and unknown:
             self._remember(out, func, args, kwargs)
             return out
@@ -96,9 +96,9 @@ class KnownValues(TorchDispatchMode):
             real_args, real_kwargs = tree_map(copy, (args, kwargs))
             return func(*real_args, **real_kwargs)
 
-    def _run_on_copies(self, func, args, kwargs, stand_in_unknown: bool):
+    def _run_on_copies(self, func, args, kwargs):
         """A data-dependent op: the copies decide the output shapes; the outputs are new fakes."""
-        real = self._real(func, args, kwargs, stand_in_unknown)
+        real = self._real(func, args, kwargs, stand_in_unknown=True)
         device = next(t.device for t in tree_leaves((args, kwargs)) if isinstance(t, FakeTensor))
         out = tree_map(lambda r: torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
                        if isinstance(r, torch.Tensor) else r, real)
