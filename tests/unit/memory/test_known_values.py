@@ -80,3 +80,15 @@ def test_a_tensor_written_with_unknown_values_forgets_its_copy_and_its_views_do_
         for tensor in (ids, row):
             with known, pytest.raises(DynamicOutputShapeException):
                 tensor.nonzero()
+
+
+def test_rows_a_known_mask_selects_from_activations_take_its_shape_stay_unknown_and_cost_only_those_rows():
+    rows, width = 1 << 20, 1 << 20
+    with FakeTensorMode():
+        activations = torch.randn(rows, width)  # 4 TiB of float32 if it were real: no stand-in may be
+        with KnownValues():
+            mask = torch.arange(rows) % (rows // 2) == 0
+            picked = activations[mask]
+            assert picked.shape == (2, width)
+            with pytest.raises(DynamicOutputShapeException):
+                picked.gt(0).nonzero()  # what the rows hold is as unknown as the activations

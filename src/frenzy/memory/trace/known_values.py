@@ -13,8 +13,10 @@ known as a balanced assignment: token t takes experts t*k .. t*k+k-1 (mod n), th
 trained with a balance loss aims for, and close to what a randomly initialised router gives. A
 data-dependent op whose deciding inputs are known then runs on the copies, and its outputs are fakes
 of the copies' shapes. Floating inputs it does not know (the hidden states an index selects) do not
-decide a shape: uninitialised tensors stand in for them. One it cannot decide (a `nonzero` of
-activations) still raises FakeTensorMode's error.
+decide a shape: a single zero read at every index stands in for each (it allocates one element,
+so only the op's own output, at most the rows it selects, is ever as large as an activation), and
+what the op makes from them stays unknown. One it cannot decide (a `nonzero` of activations) still
+raises FakeTensorMode's error.
 
 The memory follows from the sizes alone: with a loop over experts, the sum of the experts' rows is
 tokens x top-k whatever the balance, so the balanced routing changes only how that sum is split.
@@ -67,7 +69,7 @@ class KnownValues(TorchDispatchMode):
             # (nonzero, unique, item) is decided by that tensor's values whatever its type
             if any(not t.is_floating_point() for t in unknown) or (unknown and len(fakes) == 1):
                 raise
-            return self._run_on_copies(func, args, kwargs)
+            return self._run_on_copies(func, args, kwargs, unknown)
         if func in _CHOICES and unknown:
             self._remember(out, func, args, kwargs)
             return out
@@ -86,8 +88,8 @@ class KnownValues(TorchDispatchMode):
             if isinstance(value, FakeTensor):
                 if value in self._values:
                     return self._values[value]
-                if stand_in_unknown:
-                    return torch.empty(value.shape, dtype=value.dtype)
+                if stand_in_unknown:  # one element, read everywhere: nothing as large as the payload
+                    return torch.zeros((), dtype=value.dtype).expand(value.shape)
             if isinstance(value, torch.device):
                 return torch.device("cpu")
             return value
@@ -96,13 +98,15 @@ class KnownValues(TorchDispatchMode):
             real_args, real_kwargs = tree_map(copy, (args, kwargs))
             return func(*real_args, **real_kwargs)
 
-    def _run_on_copies(self, func, args, kwargs):
-        """A data-dependent op: the copies decide the output shapes; the outputs are new fakes."""
+    def _run_on_copies(self, func, args, kwargs, unknown: list) -> object:
+        """A data-dependent op: the copies decide the output shapes; the outputs are new fakes, known
+        only if every input was (the rows a known mask selects from activations are activations)."""
         real = self._real(func, args, kwargs, stand_in_unknown=True)
         device = next(t.device for t in tree_leaves((args, kwargs)) if isinstance(t, FakeTensor))
         out = tree_map(lambda r: torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
                        if isinstance(r, torch.Tensor) else r, real)
-        self._pair(out, real)
+        if not unknown:
+            self._pair(out, real)
         return out
 
     def _pair(self, out, real) -> None:
