@@ -95,6 +95,7 @@ def merge_lora(adapter_dir: Path, base: str, out_dir: Path, *,
     staging = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
     try:
         merged.save_pretrained(staging, max_shard_size=max_shard_bytes, safe_serialization=True)
+        _auto_loadable(merged.config, _hf_class(merged)).save_pretrained(staging)  # its loaded text config
         copy_tokenizer_files(str(base_dir), staging)
         files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         _publish(staging, out_dir)
@@ -240,11 +241,30 @@ def _write_configs(model: nn.Module, dtype: torch.dtype, staging: Path) -> None:
     config = copy.deepcopy(model.config)
     config.architectures = [_hf_class(model).__name__]
     config.dtype = dtype
-    config.save_pretrained(staging)
+    _auto_loadable(config, _hf_class(model)).save_pretrained(staging)
     generation = getattr(model, "generation_config", None)
     can_generate = getattr(model, "can_generate", lambda: generation is not None)
     if generation is not None and can_generate():
         generation.save_pretrained(staging)
+
+
+def _auto_loadable(config, model_class: type):
+    """AutoModelForCausalLM picks a class by the config's model_type. The text model of Emu3 or Mllama
+    (a multimodal config's text_config, what the worker trains) has a model_type no auto mapping
+    names, while its multimodal model_type maps to this very class: its config is saved as that
+    multimodal config's text_config, from which the class builds the same model."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return config
+    outer_type = next((t for t, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                       if name == model_class.__name__ and t in CONFIG_MAPPING), None)
+    if outer_type is None:
+        return config
+    outer = CONFIG_MAPPING[outer_type](text_config=config.to_dict())
+    outer.architectures, outer.dtype = config.architectures, config.dtype
+    return outer
 
 
 def _hf_class(model: nn.Module) -> type:

@@ -13,6 +13,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from frenzy.core.generic import text_config
 from frenzy.train import export
 from frenzy.train.config import WorkerConfig
 from frenzy.train.export import merge_lora, write_artifacts
@@ -42,7 +43,7 @@ def _config(root: Path, **over) -> WorkerConfig:
 def _train(model, cfg: WorkerConfig, seed: int, steps: int = 2) -> None:
     """A few optimizer steps (enough to move LoRA's B away from zero)."""
     optimizer = make_optimizer(model, cfg)
-    vocab = cfg.hf_config["vocab_size"]
+    vocab = text_config(cfg.hf_config)["vocab_size"]
     generator = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         ids = torch.randint(0, vocab, (cfg.micro_batch, 16), generator=generator)
@@ -284,3 +285,32 @@ def test_shard_writer_copies_views_of_one_buffer_and_names_a_single_shard_model_
     assert writer.close() == ["model.safetensors"]
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as st:
         assert torch.equal(st.get_tensor("b"), buffer[6:]) and torch.equal(st.get_tensor("c"), buffer.view(3, 4).t())
+
+
+SMALL_TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=512, pad_token_id=0, max_position_embeddings=256)
+MULTIMODAL = {  # the worker trains the text model; transformers maps only the multimodal model_type
+    "emu3": {"model_type": "emu3", "text_config": {**SMALL_TEXT, "model_type": "emu3_text_model"}},
+    "mllama": {"model_type": "mllama", "text_config": {**SMALL_TEXT, "model_type": "mllama_text_model",
+                                                       "cross_attention_layers": [1]}},
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(MULTIMODAL))
+def test_a_text_model_of_a_multimodal_config_loads_with_auto_model_for_causal_lm(tmp_path, model_type):
+    cfg, model, logits = _one_rank(tmp_path, hf_config=MULTIMODAL[model_type], model_name=model_type,
+                                   family=model_type)
+    write_artifacts(model, cfg, tmp_path / "out")
+    loaded = _load_full(tmp_path / "out")
+    assert type(loaded) is type(model)
+    torch.testing.assert_close(_logits(loaded), logits, rtol=1e-5, atol=1e-5)
+
+    # an adapter merged into a local base of that kind loads the same way
+    hf_config = MULTIMODAL[model_type]
+    cfg, model, logits = _one_rank(tmp_path, hf_config=hf_config, model_name=model_type, family=model_type,
+                                   method="lora")
+    write_artifacts(model, cfg, tmp_path / "lora")
+    write_artifacts(_fresh_base(hf_config, tmp_path), _config(tmp_path, hf_config=hf_config, method="full"),
+                    tmp_path / "base")
+    merge_lora(tmp_path / "lora", str(tmp_path / "base"), tmp_path / "merged")
+    torch.testing.assert_close(_logits(_load_full(tmp_path / "merged")), logits, rtol=1e-5, atol=1e-5)
