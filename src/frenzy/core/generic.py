@@ -120,8 +120,8 @@ def write_json(path: Path, data: dict) -> None:
 # What a structure.json holds changes with Frenzy (2: transformers' Conv1D read as a projection, a
 # convolution's 3-D weight no longer taken for stacked experts, the layers' buffers, whether the
 # model can recompute its layers; 3: a tied head's bias counted once, sizes under transformers' own
-# names): one written by an older Frenzy is described again.
-STRUCTURE_VERSION = 3
+# names; 4: the parameters a text step never reads): one written by an older Frenzy is described again.
+STRUCTURE_VERSION = 4
 
 
 def _current(structure: dict | None) -> dict | None:
@@ -263,4 +263,5 @@ def arch_from_structure(structure: dict, cfg: dict, name: str, digest: str) -> M
         layer_other_params=common_other - sum(p["experts"] * p["in"] * p["out"] for p in routed),
         irregular_linear_params=irregular_linear,
         irregular_other_params=irregular_other + structure["outside_other_params"] - final_norm_params,
+        unused_params=structure["unused_params"],
     )

@@ -144,6 +144,10 @@ class ModelArch:
     # layers): their parameters beyond `num_layers` common layers, nn.Linear projections apart.
     irregular_linear_params: int = 0
     irregular_other_params: int = 0
+    # Of all the parameters, those a text step never reads (Phi-4-multimodal's encoders, Mllama's
+    # cross-attention layers): the worker freezes them, so they are stored but get no gradients or
+    # optimizer state (frenzy.train.unused).
+    unused_params: int = 0
     # Pretraining length where the config states one shorter than max_position_embeddings, which rope
     # scaling (Qwen v1's dynamic NTK) reaches beyond it; 0 = not stated. Only warnings read it.
     trained_seq_len: int = 0

@@ -95,7 +95,9 @@ def _stage_params(arch: ModelArch, training: TrainingConfig, tp: int, pp: int, s
     if training.method is Method.FULL:
         largest = max(arch.vocab_size * arch.hidden_size // tp if (first or last) else 0,
                       max((lin.sharded_params(tp) for lin in arch.linears), default=0))
-        return StageParams(frozen_linear=0, frozen_other=0, trainable=linear + other,
+        # what a text step never reads, spread over the stages like the irregular parameters
+        unused = arch.unused_params * layers // arch.num_layers // tp
+        return StageParams(frozen_linear=0, frozen_other=unused, trainable=linear + other - unused,
                            largest_tensor=largest, layers=layers, matmul=matmul, buffers=buffers, root=root)
     # transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear modules: peft adapts
     # none of them and bitsandbytes (QLoRA) leaves them 16-bit, like the other frozen non-projections.
@@ -135,9 +137,10 @@ def zero_divisor(plan: ParallelPlan, stage: ZeroStage) -> int:
 def weight_bytes(params: StageParams, training: TrainingConfig, plan: ParallelPlan) -> int:
     """Stored parameters: trainable ones in the precision's storage dtype (fp32 masters for *-mixed),
     frozen base in bf16/fp32 (LoRA) or NF4 (QLoRA: nn.Linear projections only; embeddings, norms,
-    head and fused MoE experts stay 16-bit). ZeRO-3 / FSDP full-shard divides everything by dp."""
+    head and fused MoE experts stay 16-bit); a full fine-tune's frozen parameters (what a text step
+    never reads) keep the storage dtype. ZeRO-3 / FSDP full-shard divides everything by dp."""
     p = training.precision
-    frozen_bytes = 2 if p is not Precision.FP32 else 4
+    frozen_bytes = p.param_bytes if training.method is Method.FULL else 2 if p is not Precision.FP32 else 4
     if training.method is Method.QLORA:
         frozen = int(params.frozen_linear * NF4_BYTES_PER_PARAM) + params.frozen_other * frozen_bytes
     else:

@@ -14,6 +14,7 @@ from frenzy.core.generic import text_config
 from frenzy.train.config import WorkerConfig
 from frenzy.train.layers import decoder_layers
 from frenzy.train.recompute import enable_recompute
+from frenzy.train.unused import freeze_unused
 
 def build_model(cfg: WorkerConfig) -> nn.Module:
     """From the job's config: local weights if the spec points to a folder with weights, else a
@@ -28,6 +29,7 @@ def build_model(cfg: WorkerConfig) -> nn.Module:
         if cfg.dp == 1 or cfg.zero == 0:  # FSDP2 shards a unit's parameters in one dtype: its plans keep fp32
             model = model.to(frozen_base_dtype(cfg.precision))
         model = _lora(model, cfg)
+    freeze_unused(model)  # what a text step never reads (a multimodal model's encoders): DDP would wait for it
     return model
 
 

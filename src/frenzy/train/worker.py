@@ -61,8 +61,7 @@ def train_loop(config: dict, report=None) -> None:
     start = checkpoint.load(cfg.checkpoint_dir, model, optimizer)
     suit_plan(optimizer, cfg)
     prepared = prepare_data(cfg)
-    batches = Batches(cfg, model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"],
-                      mesh["dp"].get_local_rank(), prepared)
+    batches = Batches(cfg, inner.config.vocab_size, mesh["dp"].get_local_rank(), prepared)
     if dist.get_rank() == 0:
         print(f"[worker] attempt {cfg.attempt}: {cfg.model_name} dp{cfg.dp} tp{cfg.tp}"
               f"{'+sp' if cfg.sequence_parallel else ''} pp{cfg.pp} zero{cfg.zero} "

@@ -15,6 +15,7 @@ interleaved dense and MoE layers, Gemma 3's sliding and global layers are differ
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import nullcontext
 
 import torch
 from torch import nn
@@ -131,7 +132,51 @@ def describe(cfg: dict) -> dict:
                         if isinstance(value := _named_size(model.config, key), int) and value > 0},
         # transformers refuses gradient_checkpointing_enable() for a few (mostly older) families
         "recompute": bool(getattr(model, "supports_gradient_checkpointing", False)),
+        "unused_params": unused_params(cfg, layer_kinds),
     }
+
+
+def unused_params(cfg: dict, layer_kinds: list[int]) -> int:
+    """Parameters a text step never reads, which the worker freezes (frenzy.train.unused), probed on
+    a fake copy holding a layer of every kind (as the profile, every layer up to the last of them
+    where the copy cannot run without the ones between): those outside the layers, and a kind whose
+    layer never ran times its layers. 0 where no copy runs (every parameter counted as trained)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+    keep = reduced_layers(layer_kinds)
+    for whole_prefix in (False, True):
+        try:
+            try:
+                unused, layers = _probe(cfg, keep, whole_prefix, known_values=False)
+            except (DynamicOutputShapeException, DataDependentOutputException):
+                unused, layers = _probe(cfg, keep, whole_prefix, known_values=True)  # routes by values
+        except Exception:  # noqa: BLE001 - a copy without the layers between fails in family-specific ways
+            continue
+        in_layers = {id(p) for layer in layers.values() for p in layer.parameters()}
+        outside = sum(p.numel() for p in unused.values() if id(p) not in in_layers)
+        skipped = {layer_kinds[index]: sum(p.numel() for p in layer.parameters())
+                   for index, layer in layers.items() if all(id(p) in unused for p in layer.parameters())}
+        counts = Counter(layer_kinds)
+        return outside + sum(params * counts[kind] for kind, params in skipped.items())
+    return 0
+
+
+def _probe(cfg: dict, keep: list[int], whole_prefix: bool, known_values: bool) -> tuple[dict, dict]:
+    """({id: parameter} a text step never reads, {model layer index: layer}) of a fake copy."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from frenzy.core.training import TrainingConfig
+    from frenzy.memory.trace import patches
+    from frenzy.memory.trace.build import build_model
+    from frenzy.memory.trace.known_values import KnownValues
+    from frenzy.train.unused import unused_parameters
+
+    with FakeTensorMode(), patches.gpu_decisions():
+        net, _ = build_model(cfg, TrainingConfig(), keep, whole_prefix)
+        with KnownValues() if known_values else nullcontext():
+            unused = {id(p): p for _, p in unused_parameters(net)}
+    layers = decoder_layers(net)
+    return unused, dict(enumerate(layers) if whole_prefix else zip(keep, layers))
 
 
 def _named_size(config, key: str):
