@@ -145,6 +145,15 @@ class KnownValues(TorchDispatchMode):
                 self._storages.discard(key)
 
 
+def run_retrying_with_known_values(run):
+    """`run(known_values=False)`, and where it meets a data-dependent op `run(known_values=True)`:
+    keeping values costs a family that routes by none twice the tracing time for nothing."""
+    try:
+        return run(known_values=False)
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        return run(known_values=True)
+
+
 def _choice_dim(func, args, kwargs) -> int:
     if func is aten.topk.default:
         return kwargs.get("dim", args[2] if len(args) > 2 else -1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import nullcontext
+from functools import partial
 
 import torch
 from torch import nn
@@ -141,22 +142,19 @@ def unused_params(cfg: dict, layer_kinds: list[int]) -> int:
     a fake copy holding a layer of every kind (as the profile, every layer up to the last of them
     where the copy cannot run without the ones between): those outside the layers, and a kind whose
     layer never ran times its layers. 0 where no copy runs (every parameter counted as trained)."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from frenzy.memory.trace.known_values import run_retrying_with_known_values
 
     keep = reduced_layers(layer_kinds)
+    counts = Counter(layer_kinds)
     for whole_prefix in (False, True):
         try:
-            try:
-                unused, layers = _probe(cfg, keep, whole_prefix, known_values=False)
-            except (DynamicOutputShapeException, DataDependentOutputException):
-                unused, layers = _probe(cfg, keep, whole_prefix, known_values=True)  # routes by values
+            unused, layers = run_retrying_with_known_values(partial(_probe, cfg, keep, whole_prefix))
         except Exception:  # noqa: BLE001 - a copy without the layers between fails in family-specific ways
             continue
         in_layers = {id(p) for layer in layers.values() for p in layer.parameters()}
         outside = sum(p.numel() for p in unused.values() if id(p) not in in_layers)
         skipped = {layer_kinds[index]: sum(p.numel() for p in layer.parameters())
                    for index, layer in layers.items() if all(id(p) in unused for p in layer.parameters())}
-        counts = Counter(layer_kinds)
         return outside + sum(params * counts[kind] for kind, params in skipped.items())
     return 0
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from torch import nn
-from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from frenzy.core.hf_config import load_config
 from frenzy.core.plan import ParallelPlan
@@ -17,7 +17,7 @@ from frenzy.core.training import Attention, Method, Optimizer, Recompute, Traini
 from frenzy.memory.result import COMPONENTS, MemoryEstimate, Phase
 from frenzy.memory.trace import build, experts, fsdp, optim, patches, pipeline_stage, sequence_parallel, step
 from frenzy.memory.trace.cuda_semantics import CudaSemantics
-from frenzy.memory.trace.known_values import KnownValues
+from frenzy.memory.trace.known_values import KnownValues, run_retrying_with_known_values
 from frenzy.memory.trace.qlora import Nf4Linear
 from frenzy.memory.trace.recorder import WEIGHTS, AllocationRecorder, EventLog
 from frenzy.memory.trace.replay import Replay, replay
@@ -78,13 +78,8 @@ def record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_l
     """Build and run the model on fake tensors; the allocation log of its steps. `keep_layers`
     runs a reduced-depth copy holding only those decoder layers (with `whole_prefix`, every layer
     up to the last of them)."""
-    run = partial(_record_steps, model, training, plan, seq_len, keep_origins, keep_layers, steps, stage, whole_prefix)
-    try:
-        return run(known_values=False)
-    except (DynamicOutputShapeException, DataDependentOutputException):
-        # a family that routes by values (frenzy.memory.trace.known_values), run again with them:
-        # keeping values costs every other family twice the tracing time for nothing
-        return run(known_values=True)
+    return run_retrying_with_known_values(  # a family that routes by values: frenzy.memory.trace.known_values
+        partial(_record_steps, model, training, plan, seq_len, keep_origins, keep_layers, steps, stage, whole_prefix))
 
 
 def _record_steps(model: str, training: TrainingConfig, plan: ParallelPlan, seq_len: int, keep_origins: bool,
